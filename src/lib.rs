@@ -1,0 +1,8 @@
+//! tessera: a tensor compiler and auto-scheduler for CPUs.
+//!
+//! Operators are written as tensor expressions ([`te`]); the operator library
+//! ([`ops`]) holds the built-in ones; [`cli`] is the `tessera` command line.
+
+pub mod cli;
+pub mod ops;
+pub mod te;

@@ -1,0 +1,33 @@
+//! Tensor expressions: placeholders, compute rules and reductions, assembled
+//! into a checked [`ComputeDag`] with a stable [`WorkloadKey`], and evaluated
+//! by the reference [`interp`]reter.
+
+mod bounds;
+mod builders;
+mod canonical;
+mod check;
+mod dag;
+mod dtype;
+mod error;
+mod expr;
+mod flops;
+mod host_tensor;
+pub mod interp;
+mod overload;
+mod printer;
+mod tensor;
+
+pub use builders::{
+    abs, cast, erf, exp, floordiv, floormod, log, max, min, pow, reduce_max, reduce_min, select,
+    sigmoid, sqrt, sum, tanh,
+};
+pub use canonical::WorkloadKey;
+pub use dag::{ComputeDag, MAX_TENSOR_ELEMENTS};
+pub use dtype::DType;
+pub use error::{DagError, OutOfBoundsRead};
+pub use expr::{
+    BinOp, CmpOp, Const, Expr, ExprKind, Intrinsic, IterKind, Operand, Reduce, ReduceOp, Var,
+};
+pub use host_tensor::{HostData, HostTensor, LengthMismatch};
+pub use interp::{InterpError, evaluate, evaluate_all};
+pub use tensor::{ComputeOp, Tensor, TensorOp, compute, placeholder, reduce_axis};
