@@ -1,3 +1,66 @@
+//! The `tessera` command line. [`run`] is public so that a user crate can
+//! ship its own binary with the same commands.
+
+mod commands;
+
+use std::ffi::OsString;
+
+use clap::{Parser, Subcommand};
+
+/// tessera: a tensor compiler and auto-scheduler for CPUs.
+#[derive(Debug, Parser)]
+#[command(name = "tessera", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the registered operators: name, shape parameters with defaults, description.
+    Ops,
+    /// Print an operator's DAG (readable and canonical form) and its workload key.
+    Show {
+        /// The operator (see `tessera ops`).
+        op: String,
+        /// Shape parameters, e.g. `M=512,N=512,K=512`; unnamed ones take their defaults.
+        #[arg(long, default_value = "")]
+        shape: String,
+    },
+}
+
+/// Runs the command line on the process arguments; returns the exit code.
 pub fn run() -> i32 {
-    0
+    run_with(std::env::args_os())
+}
+
+/// Runs the command line on `args` (the first is the program name); returns
+/// the exit code: 0 on success, 2 on bad input.
+pub fn run_with<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with code 0; usage errors exit 2.
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    let result = match cli.command {
+        Command::Ops => commands::ops(),
+        Command::Show { op, shape } => commands::show(&op, &shape),
+    };
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
 }

@@ -151,3 +151,34 @@ impl fmt::Debug for Expr {
         fmt::Display::fmt(self, f)
     }
 }
+
+/// The DAG with the names users gave, one tensor a line.
+impl fmt::Display for super::dag::ComputeDag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use super::tensor::TensorOp;
+        for t in self.tensors() {
+            let dims: Vec<String> = t.shape().iter().map(i64::to_string).collect();
+            let shape = format!("{}[{}]", t.dtype(), dims.join(", "));
+            match t.op() {
+                TensorOp::Placeholder => writeln!(f, "{} = placeholder {shape}", t.name())?,
+                TensorOp::Compute(op) => {
+                    let axes: Vec<String> = op
+                        .axes
+                        .iter()
+                        .map(|v| format!("{}: {}", v.name(), v.extent()))
+                        .collect();
+                    let mut body = String::new();
+                    write_expr(&mut body, &op.body, &GivenNames)?;
+                    writeln!(
+                        f,
+                        "{} = compute {shape} ({}) {body}",
+                        t.name(),
+                        axes.join(", ")
+                    )?;
+                }
+            }
+        }
+        let outputs: Vec<&str> = self.outputs().iter().map(|t| t.name()).collect();
+        writeln!(f, "outputs {}", outputs.join(", "))
+    }
+}

@@ -1,0 +1,60 @@
+//! The commands: each returns the text to print, or the error to report.
+
+use std::fmt::Write;
+
+use crate::ops::{self, OpError};
+
+/// `tessera ops`: one line per op — name, parameters with defaults, description.
+pub(crate) fn ops() -> Result<String, OpError> {
+    let rows: Vec<(String, String, &str)> = ops::registry()
+        .iter()
+        .map(|op| {
+            let params: Vec<String> = op
+                .params
+                .iter()
+                .map(|p| format!("{}={}", p.name, p.default))
+                .collect();
+            (op.name.to_string(), params.join(","), op.description)
+        })
+        .collect();
+    let name_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let params_width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (name, params, description) in rows {
+        let _ = writeln!(
+            out,
+            "{name:<name_width$}  {params:<params_width$}  {description}"
+        );
+    }
+    Ok(out)
+}
+
+/// `tessera show OP --shape …`: the DAG in readable and canonical form, and its key.
+pub(crate) fn show(op_name: &str, shape_text: &str) -> Result<String, OpError> {
+    let op = ops::find(op_name)?;
+    let shape = op.parse_shape(shape_text)?;
+    let dag = op.build(&shape)?;
+    let key = dag.workload_key();
+    let describe = |tensors: Vec<&crate::te::Tensor>| -> String {
+        tensors
+            .iter()
+            .map(|t| format!("{} {}{:?}", t.name(), t.dtype(), t.shape()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "op:        {}", op.name);
+    let _ = writeln!(out, "shape:     {}", shape.to_text());
+    let _ = writeln!(out, "workload:  {key}");
+    let _ = writeln!(out, "hash:      {}", key.hash);
+    let _ = writeln!(out, "flops:     {}", dag.flop_count());
+    let _ = writeln!(
+        out,
+        "inputs:    {}",
+        describe(dag.inputs().iter().collect())
+    );
+    let _ = writeln!(out, "outputs:   {}", describe(dag.outputs()));
+    let _ = writeln!(out, "\nstages:\n{dag}");
+    let _ = write!(out, "canonical form:\n{}", dag.canonical_text());
+    Ok(out)
+}
