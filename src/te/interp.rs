@@ -471,3 +471,83 @@ fn evaluate_stage(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::te::{HostData, compute, floordiv, floormod, placeholder, select};
+
+    fn int_dag(rule: impl FnOnce(&Expr) -> Expr) -> ComputeDag {
+        let a = placeholder("A", &[4], DType::I32);
+        let c = compute("C", &[4], |ix| rule(&a.at([&ix[0]])));
+        ComputeDag::new(&[a], &[c]).expect("valid")
+    }
+
+    fn run_i32(dag: &ComputeDag, values: Vec<i32>) -> Result<Vec<f64>, InterpError> {
+        let input = HostTensor::new(&[4], HostData::I32(values)).expect("length 4");
+        Ok(evaluate(dag, &[input])?[0].to_f64_vec())
+    }
+
+    #[test]
+    fn floor_division_and_modulo_round_down() {
+        let dag = int_dag(|x| floordiv(x, 3) * 10 + floormod(x, 3));
+        let got = run_i32(&dag, vec![7, -7, 0, -1]).expect("evaluates");
+        assert_eq!(got, vec![21.0, -28.0, 0.0, -8.0]);
+    }
+
+    #[test]
+    fn truncating_division_by_zero_is_an_error() {
+        let dag = int_dag(|x| Expr::i32(10) / x);
+        let err = run_i32(&dag, vec![1, 2, 0, 4]).expect_err("divides by zero");
+        assert_eq!(err, InterpError::DivisionByZero { stage: "C".into() });
+        assert_eq!(run_i32(&dag, vec![-3, 2, 5, 4]).expect("ok")[0], -3.0);
+    }
+
+    #[test]
+    fn i32_arithmetic_wraps() {
+        let dag = int_dag(|x| x * 1_000_000);
+        let got = run_i32(&dag, vec![3000, 1, 0, -1]).expect("evaluates");
+        assert_eq!(got[0], (3000i32.wrapping_mul(1_000_000)) as f64);
+    }
+
+    #[test]
+    fn select_evaluates_only_the_chosen_branch() {
+        let dag = int_dag(|x| select(x.equal(0), 0, Expr::i32(100) / x));
+        let got = run_i32(&dag, vec![0, 5, -50, 0]).expect("no division by zero");
+        assert_eq!(got, vec![0.0, 20.0, -2.0, 0.0]);
+    }
+
+    #[test]
+    fn inputs_are_checked() {
+        let dag = int_dag(|x| x.clone());
+        assert!(matches!(
+            evaluate(&dag, &[]),
+            Err(InterpError::InputCount {
+                expected: 1,
+                got: 0
+            })
+        ));
+        let wrong_shape = HostTensor::zeros(&[5], DType::I32);
+        assert!(matches!(
+            evaluate(&dag, &[wrong_shape]),
+            Err(InterpError::InputShape { .. })
+        ));
+        let wrong_dtype = HostTensor::zeros(&[4], DType::F32);
+        let err = evaluate(&dag, &[wrong_dtype]).expect_err("dtype");
+        assert_eq!(
+            err.to_string(),
+            "input 'A' must have dtype i32, but has dtype f32"
+        );
+    }
+
+    #[test]
+    fn f32_results_are_rounded_once_from_f64() {
+        let a = placeholder("A", &[1], DType::F32);
+        let c = compute("C", &[1], |ix| a.at([&ix[0]]) * 3.0 / 3.0);
+        let dag = ComputeDag::new(&[a], &[c]).expect("valid");
+        let x = 0.1f32;
+        let input = HostTensor::from_f32(&[1], vec![x]).expect("length 1");
+        let got = evaluate(&dag, &[input]).expect("evaluates");
+        assert_eq!(got[0].as_f32(), Some(&[x][..]));
+    }
+}

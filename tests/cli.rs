@@ -1,0 +1,142 @@
+//! The `tessera` binary: `ops` and `show`, and its errors for bad input.
+
+use std::process::{Command, Output};
+
+use tessera::ops;
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn ops_lists_every_registered_op_one_per_line() {
+    let out = tessera(&["ops"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), ops::registry().len());
+    for (line, op) in lines.iter().zip(ops::registry()) {
+        assert!(line.starts_with(op.name), "{line}");
+        assert!(line.contains(op.description), "{line}");
+        for p in op.params {
+            assert!(
+                line.contains(&format!("{}={}", p.name, p.default)),
+                "{line}"
+            );
+        }
+    }
+    for name in [
+        "matmul",
+        "batch_matmul",
+        "dense_bias_relu",
+        "conv2d_nhwc",
+        "conv2d_transpose",
+        "conv2d_capsule",
+        "softmax",
+        "transpose_batch_matmul",
+    ] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.split_whitespace().next() == Some(name))
+        );
+    }
+}
+
+#[test]
+fn show_prints_the_dag_and_key() {
+    let out = tessera(&[
+        "show",
+        "conv2d",
+        "--shape",
+        "N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains(
+        "workload:  conv2d[N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1,dilation=1,f32]#"
+    ));
+    assert!(text.contains("flops:     231211008"), "2·N·K·OH·OW·C·R·S");
+    assert!(text.contains("pad = compute f32[1, 64, 58, 58]"));
+    assert!(text.contains("conv2d = compute f32[1, 64, 56, 56]"));
+    assert!(text.contains("canonical form:\ntessera-dag v1\np0 = placeholder f32[1, 64, 56, 56]"));
+}
+
+/// Exit code 2, nothing on stdout, one line on stderr containing `parts`.
+fn assert_rejected(args: &[&str], parts: &[&str]) {
+    let out = tessera(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    assert!(stdout(&out).is_empty());
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for part in parts {
+        assert!(err.contains(part), "{err:?} lacks {part:?}");
+    }
+}
+
+#[test]
+fn bad_input_is_a_one_line_error_with_exit_code_2() {
+    assert_rejected(&["show", "conv9d"], &["unknown op 'conv9d'", "tessera ops"]);
+    assert_rejected(
+        &["show", "conv2d", "--shape", "X=3"],
+        &["unknown shape parameter 'X'", "N,C,H,W,K,R,S"],
+    );
+    assert_rejected(&["show", "conv2d", "--shape", "H="], &["'H' has no value"]);
+    assert_rejected(&["show", "conv2d", "--shape", "H"], &["'H' has no value"]);
+    assert_rejected(&["show", "matmul", "--shape", "M=0"], &["'M'", "got 0"]);
+    assert_rejected(&["show", "matmul", "--shape", "M=-4"], &["'M'", "got -4"]);
+    assert_rejected(
+        &["show", "matmul", "--shape", "M=ten"],
+        &["'M' must be an integer", "'ten'"],
+    );
+    assert_rejected(
+        &["show", "matmul", "--shape", "M=99999999999"],
+        &["'M' must be between 1 and 1048576"],
+    );
+    assert_rejected(
+        &["show", "matmul", "--shape", "M=2,M=3"],
+        &["'M' is given twice"],
+    );
+    assert_rejected(
+        &["show", "matmul", "--shape", "M=1000000,K=1000000"],
+        &["matmul", "elements", "smaller shapes"],
+    );
+    assert_rejected(
+        &["show", "conv2d", "--shape", "H=2,pad=0"],
+        &["R=3", "H=2", "pad=0"],
+    );
+    assert_rejected(
+        &["show", "group_conv2d", "--shape", "C=6,groups=4"],
+        &["groups=4", "C=6"],
+    );
+    assert_rejected(
+        &["show", "max_pool2d", "--shape", "pad=2"],
+        &["pad=2", "R=3"],
+    );
+    assert_rejected(
+        &[
+            "show",
+            "conv2d_transpose",
+            "--shape",
+            "H=1,W=1,R=1,S=1,pad=3",
+        ],
+        &["pad=3"],
+    );
+}
+
+#[test]
+fn unknown_subcommand_exits_2() {
+    let out = tessera(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+}
