@@ -118,4 +118,31 @@ mod tests {
             assert!(shape.is_ok(), "{}: defaults out of range", op.name);
         }
     }
+
+    #[test]
+    fn flop_counts_follow_the_closed_forms() {
+        let flops = |name: &str, params: &[(&str, i64)]| {
+            let op = find(name).expect("registered");
+            op.flop_count(&op.shape(params).expect("valid"))
+                .expect("builds")
+        };
+        assert_eq!(
+            flops("matmul", &[("M", 7), ("N", 5), ("K", 3)]),
+            2 * 7 * 5 * 3
+        );
+        assert_eq!(
+            flops("dense_bias_relu", &[("M", 4), ("N", 6), ("K", 8)]),
+            2 * 4 * 6 * 8 + 2 * 4 * 6
+        );
+        // 2·N·K·OH·OW·C·R·S with OH = OW = (9 + 2 - 3) / 2 + 1 = 5; the pad stage is free.
+        let conv = [
+            ("N", 2),
+            ("C", 3),
+            ("H", 9),
+            ("W", 9),
+            ("K", 4),
+            ("stride", 2),
+        ];
+        assert_eq!(flops("conv2d", &conv), 2 * 2 * 4 * 5 * 5 * 3 * 3 * 3);
+    }
 }
