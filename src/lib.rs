@@ -6,3 +6,4 @@
 pub mod cli;
 pub mod ops;
 pub mod te;
+pub mod tir;

@@ -1,0 +1,3 @@
+//! The loop-nest IR: lowering from schedules, simplification, interpretation.
+
+pub mod simplify;
