@@ -5,5 +5,6 @@
 
 pub mod cli;
 pub mod ops;
+pub mod schedule;
 pub mod te;
 pub mod tir;

@@ -41,7 +41,8 @@ struct VarNode {
 }
 
 impl Var {
-    pub(crate) fn new(name: impl Into<String>, extent: i64, kind: IterKind) -> Var {
+    /// A fresh variable ranging over `0..extent`.
+    pub fn new(name: impl Into<String>, extent: i64, kind: IterKind) -> Var {
         Var(Arc::new(VarNode {
             id: fresh_id(),
             name: name.into(),

@@ -9,12 +9,14 @@ mod check;
 mod dag;
 mod dtype;
 mod error;
+pub(crate) mod eval;
 mod expr;
 mod flops;
 mod host_tensor;
 pub mod interp;
 mod overload;
 mod printer;
+mod rewrite;
 mod tensor;
 
 pub use builders::{

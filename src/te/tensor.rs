@@ -169,3 +169,28 @@ pub fn compute(name: &str, shape: &[i64], rule: impl FnOnce(&[Expr]) -> Expr) ->
         op: TensorOp::Compute(ComputeOp { axes, body }),
     }))
 }
+
+impl Tensor {
+    /// A computed tensor from an existing rule (used by schedule primitives
+    /// that create stages, such as cache_write and rfactor).
+    pub fn from_compute(name: &str, shape: &[i64], op: ComputeOp) -> Tensor {
+        let dtype = op.body.dtype();
+        Tensor(Arc::new(TensorNode {
+            id: fresh_id(),
+            name: name.to_string(),
+            shape: shape.to_vec(),
+            dtype,
+            op: TensorOp::Compute(op),
+        }))
+    }
+}
+
+impl ComputeOp {
+    /// The reduction at the top of the rule, if any.
+    pub fn reduction(&self) -> Option<&super::expr::Reduce> {
+        match self.body.kind() {
+            ExprKind::Reduce(r) => Some(r),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Stages that add buffers: cache_write and cache_read.
+
+use std::collections::HashSet;
+
+use crate::te::{ComputeOp, Expr, ExprKind, IterKind, Tensor, Var};
+
+use super::error::StepErrorKind;
+use super::state::{ComputeAt, Scope, Stage, State};
+
+/// A copy rule `out[axes] = source[axes]` with fresh axes named like `like`'s.
+pub(crate) fn copy_rule(source: &Tensor, like: &[Var]) -> ComputeOp {
+    let axes: Vec<Var> = like
+        .iter()
+        .map(|v| Var::new(v.name(), v.extent(), IterKind::Spatial))
+        .collect();
+    let body = source.at(axes.iter().map(Var::expr));
+    ComputeOp { axes, body }
+}
+
+/// Spatial axes `i0, i1, …` for a tensor of `shape`.
+fn axes_for(shape: &[i64]) -> Vec<Var> {
+    shape
+        .iter()
+        .enumerate()
+        .map(|(d, &e)| Var::new(format!("i{d}"), e, IterKind::Spatial))
+        .collect()
+}
+
+impl State {
+    pub(crate) fn unique_stage_name(&self, base: &str) -> String {
+        let taken: HashSet<&str> = self.stages.iter().map(|s| s.name.as_str()).collect();
+        if !taken.contains(base) {
+            return base.to_string();
+        }
+        (1..)
+            .map(|n| format!("{base}{n}"))
+            .find(|c| !taken.contains(c.as_str()))
+            .unwrap_or_else(|| base.to_string())
+    }
+
+    /// Inserts `stage` at `position`, keeping placements pointing at the same stages.
+    pub(crate) fn insert_stage(&mut self, position: usize, stage: Stage) {
+        for s in &mut self.stages {
+            if let ComputeAt::At { stage: host, .. } = &mut s.compute_at
+                && *host >= position
+            {
+                *host += 1;
+            }
+        }
+        self.stages.insert(position, stage);
+    }
+
+    pub(crate) fn cache_write(&mut self, stage: usize) -> Result<(), StepErrorKind> {
+        let s = &self.stages[stage];
+        let Some(rule) = s.compute.clone() else {
+            return Err(StepErrorKind::InputStage {
+                stage: s.name.clone(),
+                what: "there is nothing to cache_write",
+            });
+        };
+        let untouched = s.relations.is_empty()
+            && s.leaves.iter().copied().eq(0..s.iters.len())
+            && s.compute_at == ComputeAt::Root
+            && self.attached_to(stage).is_empty();
+        if !untouched {
+            return Err(StepErrorKind::CacheWriteAfterTransform {
+                stage: s.name.clone(),
+            });
+        }
+        let local_name = self.unique_stage_name(&format!("{}.local", s.name));
+        let local_tensor = Tensor::from_compute(&local_name, s.tensor.shape(), rule.clone());
+        let copy = copy_rule(&local_tensor, &rule.axes);
+        let local = Stage::fresh(local_name, local_tensor, Some(rule), Scope::Local, false);
+        let s = &mut self.stages[stage];
+        *s = Stage {
+            auto_unroll_max_step: s.auto_unroll_max_step,
+            ..Stage::fresh(
+                s.name.clone(),
+                s.tensor.clone(),
+                Some(copy),
+                s.scope,
+                s.is_output,
+            )
+        };
+        self.insert_stage(stage, local);
+        Ok(())
+    }
+
+    pub(crate) fn cache_read(
+        &mut self,
+        stage: usize,
+        readers: &[usize],
+    ) -> Result<(), StepErrorKind> {
+        if readers.is_empty() {
+            return Err(StepErrorKind::NoReaders);
+        }
+        let source = self.stages[stage].tensor.clone();
+        for &r in readers {
+            if r == stage || !self.stages[r].reads(&source) {
+                return Err(StepErrorKind::NotAReader {
+                    reader: self.stages[r].name.clone(),
+                    stage: self.stages[stage].name.clone(),
+                });
+            }
+        }
+        let name = self.unique_stage_name(&format!("{}.local", self.stages[stage].name));
+        let rule = copy_rule(&source, &axes_for(source.shape()));
+        let copy_tensor = Tensor::from_compute(&name, source.shape(), rule.clone());
+        for &r in readers {
+            if let Some(c) = &mut self.stages[r].compute {
+                c.body = c.body.rewrite(&mut |e| match e.kind() {
+                    ExprKind::Read(t, idx) if *t == source => Some(Expr::new(
+                        e.dtype(),
+                        ExprKind::Read(copy_tensor.clone(), idx.clone()),
+                    )),
+                    _ => None,
+                });
+            }
+        }
+        let copy = Stage::fresh(name, copy_tensor, Some(rule), Scope::Local, false);
+        self.insert_stage(stage + 1, copy);
+        Ok(())
+    }
+}

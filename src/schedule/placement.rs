@@ -1,0 +1,120 @@
+//! Where stages are computed: compute_at, compute_inline, compute_root, and
+//! the invariants every state keeps.
+
+use super::error::StepErrorKind;
+use super::state::{ComputeAt, IterId, State};
+use super::step::Annotation;
+
+impl State {
+    fn require_compute(&self, stage: usize, what: &'static str) -> Result<(), StepErrorKind> {
+        if self.stages[stage].compute.is_none() {
+            return Err(StepErrorKind::InputStage {
+                stage: self.stages[stage].name.clone(),
+                what,
+            });
+        }
+        Ok(())
+    }
+
+    fn require_movable(&self, stage: usize) -> Result<(), StepErrorKind> {
+        self.require_compute(stage, "inputs are not computed anywhere")?;
+        if self.stages[stage].is_output {
+            return Err(StepErrorKind::OutputPlacement {
+                stage: self.stages[stage].name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn compute_at(
+        &mut self,
+        stage: usize,
+        target: usize,
+        iter: IterId,
+    ) -> Result<(), StepErrorKind> {
+        self.require_movable(stage)?;
+        self.stages[stage].compute_at = ComputeAt::At {
+            stage: target,
+            iter,
+        };
+        Ok(())
+    }
+
+    pub(crate) fn compute_inline(&mut self, stage: usize) -> Result<(), StepErrorKind> {
+        self.require_movable(stage)?;
+        if self.stages[stage].is_reduction() {
+            return Err(StepErrorKind::InlineReduction {
+                stage: self.stages[stage].name.clone(),
+            });
+        }
+        self.stages[stage].compute_at = ComputeAt::Inline;
+        Ok(())
+    }
+
+    pub(crate) fn compute_root(&mut self, stage: usize) -> Result<(), StepErrorKind> {
+        self.require_compute(stage, "inputs are not computed anywhere")?;
+        self.stages[stage].compute_at = ComputeAt::Root;
+        Ok(())
+    }
+
+    /// The invariants every state keeps; checked after each step.
+    ///
+    /// - A stage computed at a loop is computed at a current, non-vectorized
+    ///   loop of its single (effective) consumer, which is not inlined.
+    /// - Inlined stages host no other stage.
+    /// - A vectorized loop is the innermost loop of its stage.
+    pub(crate) fn check_invariants(&self) -> Result<(), StepErrorKind> {
+        for (index, stage) in self.stages.iter().enumerate() {
+            if let ComputeAt::At { stage: host, iter } = stage.compute_at {
+                let host_stage = &self.stages[host];
+                if host_stage.compute_at == ComputeAt::Inline || host_stage.compute.is_none() {
+                    return Err(StepErrorKind::TargetInlined {
+                        target: host_stage.name.clone(),
+                    });
+                }
+                let consumers = self.effective_consumers(index);
+                if consumers != [host] {
+                    let names: Vec<&str> = consumers
+                        .iter()
+                        .map(|&c| self.stages[c].name.as_str())
+                        .collect();
+                    return Err(StepErrorKind::NotTheConsumer {
+                        stage: stage.name.clone(),
+                        consumers: if names.is_empty() {
+                            "no stage".into()
+                        } else {
+                            names.join(", ")
+                        },
+                    });
+                }
+                if host_stage.iters[iter].annotation == Annotation::Vectorize {
+                    return Err(StepErrorKind::AttachedAtVectorized {
+                        stage: stage.name.clone(),
+                        iter: host_stage.iters[iter].name.clone(),
+                    });
+                }
+            }
+            if stage.compute_at == ComputeAt::Inline
+                && let Some(&attached) = self.attached_to(index).first()
+            {
+                return Err(StepErrorKind::HasAttachedStages {
+                    stage: stage.name.clone(),
+                    attached: self.stages[attached].name.clone(),
+                });
+            }
+            let vectorized = stage
+                .leaves
+                .iter()
+                .position(|&l| stage.iters[l].annotation == Annotation::Vectorize);
+            if let Some(p) = vectorized
+                && p + 1 < stage.leaves.len()
+            {
+                return Err(StepErrorKind::VectorizeNotInnermost {
+                    iter: stage.iters[stage.leaves[p]].name.clone(),
+                    inner: stage.iters[stage.leaves[p + 1]].name.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}

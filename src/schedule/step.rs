@@ -1,0 +1,269 @@
+//! Transform steps: the serialisable form of a schedule.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A loop annotation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Annotation {
+    /// A plain serial loop.
+    #[default]
+    None,
+    /// Iterations run on the thread pool.
+    Parallel,
+    /// The loop becomes vector code (innermost loops only).
+    Vectorize,
+    /// The loop is unrolled.
+    Unroll,
+}
+
+impl Annotation {
+    /// The lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Annotation::None => "none",
+            Annotation::Parallel => "parallel",
+            Annotation::Vectorize => "vectorize",
+            Annotation::Unroll => "unroll",
+        }
+    }
+}
+
+/// One transform of a schedule, as Ansor records them. Stages and iterators
+/// are named (`"C"`, `"i0.1"`) so that a step list reads well and applies to
+/// any shape of the same operator.
+///
+/// JSON form: `{"kind": "split", "stage": "C", "iter": "i0", "factors": [8, 4]}`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    /// Splits `iter` into `factors.len() + 1` loops: an outer loop of extent
+    /// ⌈extent / ∏factors⌉, then one loop per factor (outer to inner).
+    /// Factors need not divide the extent; the remainder is guarded.
+    Split {
+        /// The stage.
+        stage: String,
+        /// The iterator to split.
+        iter: String,
+        /// Extents of the inner loops, outer to inner (each ≥ 1).
+        factors: Vec<i64>,
+    },
+    /// Fuses consecutive loops of the same kind into one.
+    Fuse {
+        /// The stage.
+        stage: String,
+        /// The loops, outer to inner, consecutive in the current order.
+        iters: Vec<String>,
+    },
+    /// Reorders the loops of a stage.
+    Reorder {
+        /// The stage.
+        stage: String,
+        /// Every current loop of the stage, in the new order (outer first).
+        order: Vec<String>,
+    },
+    /// Annotates a loop (parallel, vectorize, unroll or none).
+    Annotate {
+        /// The stage.
+        stage: String,
+        /// The loop.
+        iter: String,
+        /// The annotation.
+        annotation: Annotation,
+    },
+    /// `pragma auto_unroll_max_step`: unroll inner loop nests of the stage
+    /// whose total number of iterations is at most this (0 turns it off).
+    Pragma {
+        /// The stage.
+        stage: String,
+        /// The largest loop nest (in iterations) to unroll.
+        auto_unroll_max_step: u32,
+    },
+    /// Computes `stage` inside loop `iter` of `target` (its only consumer),
+    /// just the region that one iteration needs.
+    ComputeAt {
+        /// The producer.
+        stage: String,
+        /// The consumer whose loop hosts it.
+        target: String,
+        /// The loop of `target`.
+        iter: String,
+    },
+    /// Substitutes an elementwise stage into its consumers.
+    ComputeInline {
+        /// The stage (no reduction, not an output).
+        stage: String,
+    },
+    /// Computes a stage at the root again (undoes compute_at / inline).
+    ComputeRoot {
+        /// The stage.
+        stage: String,
+    },
+    /// Adds a local stage `<stage>.local` that computes `stage`; `stage` then
+    /// copies it out. Must come before any loop transform of `stage`.
+    CacheWrite {
+        /// The stage.
+        stage: String,
+    },
+    /// Adds a local stage `<stage>.local` copying `stage`, and makes `readers`
+    /// read the copy.
+    CacheRead {
+        /// The stage (may be an input).
+        stage: String,
+        /// The stages that read the copy instead.
+        readers: Vec<String>,
+    },
+    /// Factors a reduction: the reduction loop `iter` (a reduction axis or a
+    /// split part of one) becomes the first spatial axis of a new stage
+    /// `<stage>.rf`, which `stage` then reduces.
+    Rfactor {
+        /// The stage (a reduction).
+        stage: String,
+        /// The reduction loop to factor out.
+        iter: String,
+    },
+}
+
+impl Step {
+    /// The stage the step applies to.
+    pub fn stage(&self) -> &str {
+        match self {
+            Step::Split { stage, .. }
+            | Step::Fuse { stage, .. }
+            | Step::Reorder { stage, .. }
+            | Step::Annotate { stage, .. }
+            | Step::Pragma { stage, .. }
+            | Step::ComputeAt { stage, .. }
+            | Step::ComputeInline { stage }
+            | Step::ComputeRoot { stage }
+            | Step::CacheWrite { stage }
+            | Step::CacheRead { stage, .. }
+            | Step::Rfactor { stage, .. } => stage,
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Split {
+                stage,
+                iter,
+                factors,
+            } => write!(f, "split {stage}.{iter} by {factors:?}"),
+            Step::Fuse { stage, iters } => write!(f, "fuse {stage}.[{}]", iters.join(", ")),
+            Step::Reorder { stage, order } => {
+                write!(f, "reorder {stage} to [{}]", order.join(", "))
+            }
+            Step::Annotate {
+                stage,
+                iter,
+                annotation,
+            } => write!(f, "annotate {stage}.{iter} {}", annotation.name()),
+            Step::Pragma {
+                stage,
+                auto_unroll_max_step,
+            } => write!(
+                f,
+                "pragma {stage} auto_unroll_max_step={auto_unroll_max_step}"
+            ),
+            Step::ComputeAt {
+                stage,
+                target,
+                iter,
+            } => write!(f, "compute_at {stage} -> {target}.{iter}"),
+            Step::ComputeInline { stage } => write!(f, "compute_inline {stage}"),
+            Step::ComputeRoot { stage } => write!(f, "compute_root {stage}"),
+            Step::CacheWrite { stage } => write!(f, "cache_write {stage}"),
+            Step::CacheRead { stage, readers } => {
+                write!(f, "cache_read {stage} for [{}]", readers.join(", "))
+            }
+            Step::Rfactor { stage, iter } => write!(f, "rfactor {stage}.{iter}"),
+        }
+    }
+}
+
+/// A step file that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepParseError {
+    /// Not JSON at all.
+    #[error("not valid JSON: {0}")]
+    Json(String),
+    /// JSON, but neither a list of steps nor an object with `"steps"`.
+    #[error("expected a JSON array of steps or an object with a \"steps\" array")]
+    Shape,
+    /// One step is malformed.
+    #[error("step {index}: {message}")]
+    Step {
+        /// Position of the step in the list (from 0).
+        index: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// Parses a step list from JSON: either an array of steps or an object with
+/// a `"steps"` array (as in tuning records and artifacts).
+pub fn steps_from_json(text: &str) -> Result<Vec<Step>, StepParseError> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| StepParseError::Json(e.to_string()))?;
+    let list = match &value {
+        serde_json::Value::Array(items) => items,
+        serde_json::Value::Object(map) => match map.get("steps") {
+            Some(serde_json::Value::Array(items)) => items,
+            _ => return Err(StepParseError::Shape),
+        },
+        _ => return Err(StepParseError::Shape),
+    };
+    list.iter()
+        .enumerate()
+        .map(|(index, item)| {
+            Step::deserialize(item).map_err(|e| StepParseError::Step {
+                index,
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_form_is_tagged_by_kind() {
+        let step = Step::Split {
+            stage: "C".into(),
+            iter: "i0".into(),
+            factors: vec![8, 4],
+        };
+        let text = serde_json::to_string(&step).unwrap_or_default();
+        assert_eq!(
+            text,
+            r#"{"kind":"split","stage":"C","iter":"i0","factors":[8,4]}"#
+        );
+        let back = steps_from_json(&format!("[{text}]"));
+        assert_eq!(back, Ok(vec![step.clone()]));
+        let obj = steps_from_json(&format!("{{\"steps\": [{text}]}}"));
+        assert_eq!(obj, Ok(vec![step]));
+    }
+
+    #[test]
+    fn malformed_steps_are_named_by_position() {
+        let text = r#"[{"kind": "compute_root", "stage": "C"}, {"kind": "split", "stage": "C"}]"#;
+        let err = steps_from_json(text).expect_err("second step lacks fields");
+        assert!(
+            err.to_string().starts_with("step 1: missing field `iter`"),
+            "{err}"
+        );
+        let err = steps_from_json(r#"[{"kind": "twist", "stage": "C"}]"#).expect_err("unknown");
+        assert!(err.to_string().contains("unknown variant `twist`"), "{err}");
+        assert_eq!(steps_from_json("{}"), Err(StepParseError::Shape));
+        assert!(matches!(
+            steps_from_json("[1,"),
+            Err(StepParseError::Json(_))
+        ));
+    }
+}
