@@ -1,11 +1,15 @@
 //! The commands: each returns the text to print, or the error to report.
 
 use std::fmt::Write;
+use std::path::Path;
 
-use crate::ops::{self, OpError};
+use super::error::CliError;
+use crate::ops;
+use crate::schedule::{State, steps_from_json};
+use crate::tir;
 
 /// `tessera ops`: one line per op — name, parameters with defaults, description.
-pub(crate) fn ops() -> Result<String, OpError> {
+pub(crate) fn ops() -> Result<String, CliError> {
     let rows: Vec<(String, String, &str)> = ops::registry()
         .iter()
         .map(|op| {
@@ -29,11 +33,34 @@ pub(crate) fn ops() -> Result<String, OpError> {
     Ok(out)
 }
 
-/// `tessera show OP --shape …`: the DAG in readable and canonical form, and its key.
-pub(crate) fn show(op_name: &str, shape_text: &str) -> Result<String, OpError> {
+/// `tessera show OP --shape … [--schedule FILE]`: the DAG in readable and
+/// canonical form, its key, and the loop IR of the schedule (or the default one).
+pub(crate) fn show(
+    op_name: &str,
+    shape_text: &str,
+    schedule: Option<&Path>,
+) -> Result<String, CliError> {
     let op = ops::find(op_name)?;
     let shape = op.parse_shape(shape_text)?;
     let dag = op.build(&shape)?;
+    let state = match schedule {
+        None => State::new(&dag),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| CliError::Read {
+                path: path.into(),
+                source,
+            })?;
+            let steps = steps_from_json(&text).map_err(|source| CliError::ScheduleParse {
+                path: path.into(),
+                source,
+            })?;
+            State::replay(&dag, &steps).map_err(|source| CliError::ScheduleApply {
+                path: path.into(),
+                source,
+            })?
+        }
+    };
+    let func = tir::lower(&state)?;
     let key = dag.workload_key();
     let describe = |tensors: Vec<&crate::te::Tensor>| -> String {
         tensors
@@ -55,6 +82,8 @@ pub(crate) fn show(op_name: &str, shape_text: &str) -> Result<String, OpError> {
     );
     let _ = writeln!(out, "outputs:   {}", describe(dag.outputs()));
     let _ = writeln!(out, "\nstages:\n{dag}");
-    let _ = write!(out, "canonical form:\n{}", dag.canonical_text());
+    let _ = writeln!(out, "canonical form:\n{}", dag.canonical_text());
+    let _ = writeln!(out, "schedule:\n{}", state.to_text());
+    let _ = write!(out, "loop IR:\n{func}");
     Ok(out)
 }

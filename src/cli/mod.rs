@@ -2,6 +2,9 @@
 //! ship its own binary with the same commands.
 
 mod commands;
+mod error;
+
+pub use error::CliError;
 
 use std::ffi::OsString;
 
@@ -26,6 +29,10 @@ enum Command {
         /// Shape parameters, e.g. `M=512,N=512,K=512`; unnamed ones take their defaults.
         #[arg(long, default_value = "")]
         shape: String,
+        /// A JSON step list; prints the loop IR it lowers to (without: the
+        /// default, naive lowering).
+        #[arg(long)]
+        schedule: Option<std::path::PathBuf>,
     },
 }
 
@@ -51,7 +58,11 @@ where
     };
     let result = match cli.command {
         Command::Ops => commands::ops(),
-        Command::Show { op, shape } => commands::show(&op, &shape),
+        Command::Show {
+            op,
+            shape,
+            schedule,
+        } => commands::show(&op, &shape, schedule.as_deref()),
     };
     match result {
         Ok(text) => {

@@ -7,6 +7,7 @@ mod cache;
 mod error;
 mod loops;
 mod placement;
+pub mod random;
 mod relations;
 mod rfactor;
 mod state;

@@ -6,7 +6,8 @@ use crate::te::{ComputeOp, Expr, ExprKind, IterKind, Reduce, Tensor, Var, select
 
 use super::error::StepErrorKind;
 use super::relations::{derive_extents, derive_values};
-use super::state::{IterId, Scope, Stage, State};
+use super::state::{IterId, Relation, Scope, Stage, State};
+use crate::te::bounds::range_of;
 
 fn identity_expr(op: crate::te::ReduceOp, dtype: crate::te::DType) -> Expr {
     match op.identity(dtype) {
@@ -78,8 +79,10 @@ impl State {
                 remaining_reduce.push(v);
             }
         }
-        let root_value = derive_values(s, &leaf_values, &extents)
-            .remove(&root)
+        let values = derive_values(s, &leaf_values, &extents);
+        let root_value = values
+            .get(&root)
+            .cloned()
             .unwrap_or_else(|| factor_var.expr());
         let root_var = &reduction.axes[root - s.spatial_roots()];
         let mut substitution: HashMap<u64, Expr> = rule
@@ -88,12 +91,24 @@ impl State {
             .zip(&spatial)
             .map(|(old, new)| (old.id(), new.expr()))
             .collect();
-        substitution.insert(root_var.id(), root_value.clone());
+        substitution.insert(root_var.id(), root_value);
         let mut source = reduction.source.substitute(&substitution);
-        let covered: i64 = family.iter().map(|&l| extents[l]).product();
-        if covered > root_var.extent() {
+        // Each split of the axis by factors that do not divide it is guarded.
+        let guard = s
+            .relations
+            .iter()
+            .filter_map(|rel| match rel {
+                Relation::Split { parent, .. } if descends_from(s, *parent, root) => {
+                    let value = values.get(parent)?;
+                    (range_of(value, &[]).hi >= extents[*parent] as i128)
+                        .then(|| value.lt(extents[*parent]))
+                }
+                _ => None,
+            })
+            .reduce(|a, b| a & b);
+        if let Some(guard) = guard {
             source = select(
-                root_value.lt(root_var.extent()),
+                guard,
                 source.clone(),
                 identity_expr(reduction.op, source.dtype()),
             );
@@ -170,10 +185,10 @@ fn descends_from(stage: &Stage, id: IterId, root: IterId) -> bool {
         return true;
     }
     stage.relations.iter().any(|r| match r {
-        super::state::Relation::Split {
+        Relation::Split {
             parent, children, ..
         } => children.contains(&id) && descends_from(stage, *parent, root),
-        super::state::Relation::Fuse { parents, fused } => {
+        Relation::Fuse { parents, fused } => {
             *fused == id && parents.iter().any(|p| descends_from(stage, *p, root))
         }
     })

@@ -2,7 +2,7 @@
 //! into a checked [`ComputeDag`] with a stable [`WorkloadKey`], and evaluated
 //! by the reference [`interp`]reter.
 
-mod bounds;
+pub(crate) mod bounds;
 mod builders;
 mod canonical;
 mod check;

@@ -1,0 +1,44 @@
+//! Errors the commands report (one line, exit code 2).
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::ops::OpError;
+use crate::schedule::{StepError, StepParseError};
+use crate::tir::LowerError;
+
+/// A command that failed on its input.
+#[derive(Debug, Error)]
+pub enum CliError {
+    /// Unknown op or bad shape.
+    #[error(transparent)]
+    Op(#[from] OpError),
+    /// A file that cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A schedule file that does not parse.
+    #[error("schedule {path}: {source}")]
+    ScheduleParse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: StepParseError,
+    },
+    /// A step that does not apply to the op.
+    #[error("schedule {path}: {source}")]
+    ScheduleApply {
+        /// The file.
+        path: PathBuf,
+        /// Which step and why.
+        source: StepError,
+    },
+    /// Lowering failed.
+    #[error(transparent)]
+    Lower(#[from] LowerError),
+}

@@ -1,0 +1,288 @@
+//! The IR interpreter: executes a [`PrimFunc`] on host tensors, exactly, with
+//! every load and store bounds-checked. Allocated buffers start as NaN (or
+//! the smallest integer), so reading an element before writing it shows.
+//!
+//! It is the oracle between the reference interpreter and compiled code.
+
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+use crate::te::eval::{Fault, Node, Resolver, eval, flat_offset};
+use crate::te::{DType, HostData, HostTensor};
+
+use super::ir::{PrimFunc, Stmt};
+
+/// Why a run failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TirInterpError {
+    /// Wrong number of inputs.
+    #[error("the function takes {expected} inputs, but {got} were given")]
+    InputCount {
+        /// Inputs expected.
+        expected: usize,
+        /// Inputs given.
+        got: usize,
+    },
+    /// An input of the wrong shape or dtype.
+    #[error("input '{name}' must be {expected}, but is {got}")]
+    InputMismatch {
+        /// The parameter.
+        name: String,
+        /// Its declared type and shape.
+        expected: String,
+        /// What was given.
+        got: String,
+    },
+    /// Integer division by zero.
+    #[error("integer division by zero")]
+    DivisionByZero,
+    /// A load or store outside its buffer.
+    #[error("{access} of buffer '{buffer}' at {index:?} is out of bounds (shape {shape:?})")]
+    OutOfBounds {
+        /// `load` or `store`.
+        access: &'static str,
+        /// The buffer.
+        buffer: String,
+        /// The index.
+        index: Vec<i64>,
+        /// The buffer's shape.
+        shape: Vec<i64>,
+    },
+    /// An expression names a variable or buffer that is not in scope.
+    #[error("unresolved {0}")]
+    Unresolved(String),
+}
+
+enum Op {
+    For {
+        slot: usize,
+        extent: i64,
+        body: Box<Op>,
+    },
+    Seq(Vec<Op>),
+    Store {
+        buffer: usize,
+        indices: Vec<Node>,
+        value: Node,
+    },
+    If {
+        cond: Node,
+        then: Box<Op>,
+        otherwise: Option<Box<Op>>,
+    },
+    Allocate {
+        buffer: usize,
+        body: Box<Op>,
+    },
+    Let {
+        slot: usize,
+        value: Node,
+        body: Box<Op>,
+    },
+}
+
+fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
+    let unresolved = |u| TirInterpError::Unresolved(format!("{u:?}"));
+    let bind = |r: &mut Resolver, id: u64| {
+        let slot = r.slots.len();
+        r.slots.insert(id, slot);
+        slot
+    };
+    Ok(match s {
+        Stmt::For {
+            var, extent, body, ..
+        } => Op::For {
+            slot: bind(r, var.id()),
+            extent: *extent,
+            body: Box::new(compile(body, r)?),
+        },
+        Stmt::Seq(items) => Op::Seq(
+            items
+                .iter()
+                .map(|i| compile(i, r))
+                .collect::<Result<_, _>>()?,
+        ),
+        Stmt::Store {
+            buffer,
+            indices,
+            value,
+        } => Op::Store {
+            buffer: *buffer,
+            indices: indices
+                .iter()
+                .map(|i| r.resolve(i))
+                .collect::<Result<_, _>>()
+                .map_err(unresolved)?,
+            value: r.resolve(value).map_err(unresolved)?,
+        },
+        Stmt::IfThenElse {
+            cond,
+            then,
+            otherwise,
+        } => Op::If {
+            cond: r.resolve(cond).map_err(unresolved)?,
+            then: Box::new(compile(then, r)?),
+            otherwise: match otherwise {
+                Some(o) => Some(Box::new(compile(o, r)?)),
+                None => None,
+            },
+        },
+        Stmt::Allocate { buffer, body } => Op::Allocate {
+            buffer: *buffer,
+            body: Box::new(compile(body, r)?),
+        },
+        Stmt::Let { var, value, body } => {
+            let value = r.resolve(value).map_err(unresolved)?;
+            Op::Let {
+                slot: bind(r, var.id()),
+                value,
+                body: Box::new(compile(body, r)?),
+            }
+        }
+    })
+}
+
+fn poisoned(shape: &[i64], dtype: DType) -> HostTensor {
+    let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+    let n: usize = dims.iter().product();
+    let data = match dtype {
+        DType::F32 => HostData::F32(vec![f32::NAN; n]),
+        DType::F64 => HostData::F64(vec![f64::NAN; n]),
+        DType::I32 => HostData::I32(vec![i32::MIN; n]),
+        DType::I64 => HostData::I64(vec![i64::MIN; n]),
+        DType::Bool => HostData::Bool(vec![false; n]),
+    };
+    HostTensor::new(&dims, data).unwrap_or_else(|_| HostTensor::zeros(&dims, dtype))
+}
+
+struct Machine<'a> {
+    func: &'a PrimFunc,
+    env: Vec<i64>,
+    buffers: Vec<HostTensor>,
+}
+
+impl Machine<'_> {
+    fn fault(&self, f: Fault, access: &'static str) -> TirInterpError {
+        match f {
+            Fault::DivisionByZero => TirInterpError::DivisionByZero,
+            Fault::OutOfBounds { buffer, index } => TirInterpError::OutOfBounds {
+                access,
+                buffer: self.func.buffers[buffer].name.clone(),
+                index,
+                shape: self.func.buffers[buffer].shape.clone(),
+            },
+        }
+    }
+
+    fn exec(&mut self, op: &Op) -> Result<(), TirInterpError> {
+        match op {
+            Op::For { slot, extent, body } => {
+                for i in 0..*extent {
+                    self.env[*slot] = i;
+                    self.exec(body)?;
+                }
+            }
+            Op::Seq(items) => {
+                for item in items {
+                    self.exec(item)?;
+                }
+            }
+            Op::Store {
+                buffer,
+                indices,
+                value,
+            } => {
+                let mut index = Vec::with_capacity(indices.len());
+                for i in indices {
+                    let v = eval(i, &self.env, &self.buffers).map_err(|f| self.fault(f, "load"))?;
+                    index.push(v.as_i64());
+                }
+                let v = eval(value, &self.env, &self.buffers).map_err(|f| self.fault(f, "load"))?;
+                let shape = &self.func.buffers[*buffer].shape;
+                let flat = flat_offset(&index, shape).ok_or_else(|| {
+                    self.fault(
+                        Fault::OutOfBounds {
+                            buffer: *buffer,
+                            index: index.clone(),
+                        },
+                        "store",
+                    )
+                })?;
+                self.buffers[*buffer].set(flat, v);
+            }
+            Op::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let c = eval(cond, &self.env, &self.buffers).map_err(|f| self.fault(f, "load"))?;
+                if c.as_bool() {
+                    self.exec(then)?;
+                } else if let Some(o) = otherwise {
+                    self.exec(o)?;
+                }
+            }
+            Op::Allocate { buffer, body } => {
+                let b = &self.func.buffers[*buffer];
+                self.buffers[*buffer] = poisoned(&b.shape, b.dtype);
+                self.exec(body)?;
+            }
+            Op::Let { slot, value, body } => {
+                let v = eval(value, &self.env, &self.buffers).map_err(|f| self.fault(f, "load"))?;
+                self.env[*slot] = v.as_i64();
+                self.exec(body)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `func` on `inputs` (its first parameters) and returns the outputs.
+pub fn run(func: &PrimFunc, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, TirInterpError> {
+    if inputs.len() != func.num_inputs {
+        return Err(TirInterpError::InputCount {
+            expected: func.num_inputs,
+            got: inputs.len(),
+        });
+    }
+    let describe = |shape: &[i64], dtype: DType| format!("{dtype}{shape:?}");
+    let mut buffers: Vec<HostTensor> = func
+        .buffers
+        .iter()
+        .map(|b| poisoned(&b.shape, b.dtype))
+        .collect();
+    for (&param, input) in func.params.iter().zip(inputs) {
+        let b = &func.buffers[param];
+        let shape: Vec<i64> = input.shape().iter().map(|&d| d as i64).collect();
+        if shape != b.shape || input.dtype() != b.dtype {
+            return Err(TirInterpError::InputMismatch {
+                name: b.name.clone(),
+                expected: describe(&b.shape, b.dtype),
+                got: describe(&shape, input.dtype()),
+            });
+        }
+        buffers[param] = input.clone();
+    }
+    let mut resolver = Resolver {
+        slots: HashMap::new(),
+        buffers: func
+            .buffers
+            .iter()
+            .enumerate()
+            .map(|(n, b)| (b.handle.id(), (n, b.shape.clone())))
+            .collect(),
+    };
+    let program = compile(&func.body, &mut resolver)?;
+    let mut machine = Machine {
+        func,
+        env: vec![0; resolver.slots.len()],
+        buffers,
+    };
+    machine.exec(&program)?;
+    let outputs = func.params[func.num_inputs..]
+        .iter()
+        .map(|&p| std::mem::replace(&mut machine.buffers[p], HostTensor::zeros(&[], DType::Bool)))
+        .collect();
+    Ok(outputs)
+}

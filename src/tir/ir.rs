@@ -1,0 +1,200 @@
+//! The loop-nest IR: a [`PrimFunc`] is buffers plus a statement tree of
+//! loops, stores, conditionals, allocations and lets.
+//!
+//! Expressions are [`te::Expr`](crate::te::Expr): loop variables are
+//! [`Var`]s ranging over `0..extent`, and a `Read` reads a buffer through the
+//! buffer's handle tensor ([`Buffer::handle`]). Reductions never appear.
+
+use std::collections::HashMap;
+
+use crate::te::{DType, Expr, Tensor, Var, placeholder};
+
+/// Position of a buffer in [`PrimFunc::buffers`].
+pub type BufferId = usize;
+
+/// Where a buffer lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemScope {
+    /// A function argument, or a buffer allocated for the whole function.
+    Global,
+    /// A local buffer (cache stages), a candidate for registers.
+    Local,
+}
+
+/// A dense row-major buffer.
+#[derive(Clone, Debug)]
+pub struct Buffer {
+    /// The name (the stage it holds).
+    pub name: String,
+    /// Extents, outer first.
+    pub shape: Vec<i64>,
+    /// Element type.
+    pub dtype: DType,
+    /// Where it lives.
+    pub scope: MemScope,
+    /// The tensor that `Read` expressions use to name this buffer.
+    pub handle: Tensor,
+}
+
+impl Buffer {
+    /// A buffer with a fresh handle.
+    pub fn new(name: &str, shape: &[i64], dtype: DType, scope: MemScope) -> Buffer {
+        Buffer {
+            name: name.into(),
+            shape: shape.to_vec(),
+            dtype,
+            scope,
+            handle: placeholder(name, shape, dtype),
+        }
+    }
+
+    /// Number of elements.
+    pub fn num_elements(&self) -> i64 {
+        self.shape.iter().product()
+    }
+}
+
+/// How a loop runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ForKind {
+    /// One iteration after another.
+    Serial,
+    /// Iterations on the thread pool.
+    Parallel,
+    /// Vector code.
+    Vectorized,
+    /// Unrolled at code generation.
+    Unrolled,
+}
+
+impl ForKind {
+    /// The keyword used by the printer.
+    pub fn name(self) -> &'static str {
+        match self {
+            ForKind::Serial => "serial",
+            ForKind::Parallel => "parallel",
+            ForKind::Vectorized => "vectorized",
+            ForKind::Unrolled => "unrolled",
+        }
+    }
+}
+
+/// A statement.
+#[derive(Clone, Debug)]
+pub enum Stmt {
+    /// `for var in 0..extent { body }`
+    For {
+        /// The loop variable (its extent equals `extent`).
+        var: Var,
+        /// Number of iterations (≥ 1).
+        extent: i64,
+        /// How the loop runs.
+        kind: ForKind,
+        /// The loop body.
+        body: Box<Stmt>,
+    },
+    /// Statements in order.
+    Seq(Vec<Stmt>),
+    /// `buffer[indices] = value`
+    Store {
+        /// The buffer written.
+        buffer: BufferId,
+        /// One index per dimension.
+        indices: Vec<Expr>,
+        /// The value.
+        value: Expr,
+    },
+    /// `if cond { then } else { otherwise }`
+    IfThenElse {
+        /// A boolean condition.
+        cond: Expr,
+        /// Run when it holds.
+        then: Box<Stmt>,
+        /// Run otherwise.
+        otherwise: Option<Box<Stmt>>,
+    },
+    /// `buffer` exists (uninitialised) while `body` runs.
+    Allocate {
+        /// The buffer.
+        buffer: BufferId,
+        /// Where it is used.
+        body: Box<Stmt>,
+    },
+    /// `let var = value in body`
+    Let {
+        /// The bound variable.
+        var: Var,
+        /// Its value.
+        value: Expr,
+        /// Where it is visible.
+        body: Box<Stmt>,
+    },
+}
+
+impl Stmt {
+    /// An empty statement.
+    pub fn nop() -> Stmt {
+        Stmt::Seq(Vec::new())
+    }
+
+    /// Calls `f` on this statement and every statement inside it (pre-order).
+    pub fn visit(&self, f: &mut dyn FnMut(&Stmt)) {
+        f(self);
+        match self {
+            Stmt::For { body, .. } | Stmt::Allocate { body, .. } | Stmt::Let { body, .. } => {
+                body.visit(f)
+            }
+            Stmt::Seq(items) => items.iter().for_each(|s| s.visit(f)),
+            Stmt::IfThenElse {
+                then, otherwise, ..
+            } => {
+                then.visit(f);
+                if let Some(o) = otherwise {
+                    o.visit(f);
+                }
+            }
+            Stmt::Store { .. } => {}
+        }
+    }
+
+    /// Calls `f` on every expression in this statement tree (store indices and
+    /// values, conditions, let values).
+    pub fn visit_exprs(&self, f: &mut dyn FnMut(&Expr)) {
+        self.visit(&mut |s| match s {
+            Stmt::Store { indices, value, .. } => {
+                indices.iter().for_each(&mut *f);
+                f(value);
+            }
+            Stmt::IfThenElse { cond, .. } => f(cond),
+            Stmt::Let { value, .. } => f(value),
+            _ => {}
+        });
+    }
+}
+
+/// A lowered function: its buffers and body. Parameters are the DAG's inputs
+/// then its outputs.
+#[derive(Clone, Debug)]
+pub struct PrimFunc {
+    /// The function name.
+    pub name: String,
+    /// Every buffer: parameters and allocations.
+    pub buffers: Vec<Buffer>,
+    /// The parameters, in argument order (inputs, then outputs).
+    pub params: Vec<BufferId>,
+    /// How many of `params` are inputs (the rest are outputs).
+    pub num_inputs: usize,
+    /// The body.
+    pub body: Stmt,
+}
+
+impl PrimFunc {
+    /// Buffer position by handle tensor id, for resolving `Read`s.
+    pub fn handle_map(&self) -> HashMap<u64, BufferId> {
+        self.buffers
+            .iter()
+            .enumerate()
+            .map(|(n, b)| (b.handle.id(), n))
+            .collect()
+    }
+}

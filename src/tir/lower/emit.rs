@@ -1,0 +1,282 @@
+//! Loop nests of one stage: loops in the scheduled order, the guarded store,
+//! reduction init and update, and the stages computed at each loop.
+
+use std::collections::HashMap;
+
+use crate::schedule::{Annotation, ComputeAt, IterId, Relation};
+use crate::te::bounds::range_of;
+use crate::te::{Expr, ExprKind, IterKind, ReduceOp, Var, max, min};
+
+use super::super::ir::{ForKind, Stmt};
+use super::super::passes::mark_auto_unroll;
+use super::Lowering;
+
+fn for_kind(annotation: Annotation) -> ForKind {
+    match annotation {
+        Annotation::None => ForKind::Serial,
+        Annotation::Parallel => ForKind::Parallel,
+        Annotation::Vectorize => ForKind::Vectorized,
+        Annotation::Unroll => ForKind::Unrolled,
+    }
+}
+
+fn conjunction(conds: Vec<Expr>) -> Option<Expr> {
+    conds.into_iter().reduce(|a, b| a & b)
+}
+
+fn guarded(cond: Option<Expr>, body: Stmt) -> Stmt {
+    match cond {
+        Some(cond) => Stmt::IfThenElse {
+            cond,
+            then: Box::new(body),
+            otherwise: None,
+        },
+        None => body,
+    }
+}
+
+fn identity(op: ReduceOp, dtype: crate::te::DType) -> Expr {
+    match op.identity(dtype) {
+        Some(crate::te::Const::Float(v)) => Expr::constant(dtype, v),
+        Some(crate::te::Const::Int(v)) if dtype == crate::te::DType::I64 => Expr::i64(v),
+        Some(crate::te::Const::Int(v)) => Expr::constant(dtype, v as f64),
+        _ => Expr::constant(dtype, 0.0),
+    }
+}
+
+impl Lowering<'_> {
+    /// Reads of stages rewritten to reads of their buffers, shifted by the
+    /// region offsets where a buffer holds only a region.
+    fn localize(&self, e: &Expr) -> Expr {
+        e.rewrite(&mut |x| {
+            let ExprKind::Read(t, idx) = x.kind() else {
+                return None;
+            };
+            let stage = *self.stage_of.get(&t.id())?;
+            let layout = &self.layouts[stage];
+            let buffer = &self.buffers[layout.buffer?];
+            let idx: Vec<Expr> = idx
+                .iter()
+                .enumerate()
+                .map(|(d, i)| {
+                    let i = self.localize(i);
+                    match layout.offsets.get(d) {
+                        Some(o) if layout.region && o.as_int() != Some(0) => i - o,
+                        _ => i,
+                    }
+                })
+                .collect();
+            Some(buffer.handle.at(idx))
+        })
+    }
+
+    /// Conditions keeping a stage inside its domain and its tensor:
+    /// (spatial, reduction). Every loop split by factors that do not divide
+    /// it gets `value < extent`; a region's global index stays in the tensor.
+    fn predicates(&self, index: usize) -> (Vec<Expr>, Vec<Expr>) {
+        let stage = &self.state.stages()[index];
+        let layout = &self.layouts[index];
+        let (mut sp, mut rd) = (Vec::new(), Vec::new());
+        for relation in &stage.relations {
+            let Relation::Split { parent, .. } = relation else {
+                continue;
+            };
+            let Some(value) = layout.values.get(parent) else {
+                continue;
+            };
+            let extent = layout.extents[*parent];
+            if range_of(value, &[]).hi >= extent as i128 {
+                let target = match stage.iters[*parent].kind {
+                    IterKind::Spatial => &mut sp,
+                    IterKind::Reduce => &mut rd,
+                };
+                target.push(value.lt(extent));
+            }
+        }
+        if layout.region {
+            for r in 0..stage.spatial_roots() {
+                let global = layout.global(r);
+                let range = range_of(&global, &[]);
+                let full = stage.tensor.shape()[r];
+                if range.lo < 0 {
+                    sp.push(global.ge(0));
+                }
+                if range.hi >= full as i128 {
+                    sp.push(global.lt(full));
+                }
+            }
+        }
+        (sp, rd)
+    }
+
+    /// Statements to run at the top of loop `leaf` of stage `index`: the nests
+    /// of the stages computed there, each inside its allocation.
+    fn wrap_attached(&mut self, index: usize, leaf: IterId, body: Stmt) -> Stmt {
+        let attached: Vec<usize> = self
+            .state
+            .attached_to(index)
+            .into_iter()
+            .filter(|&a| matches!(self.state.stages()[a].compute_at, ComputeAt::At { iter, .. } if iter == leaf))
+            .collect();
+        if attached.is_empty() {
+            return body;
+        }
+        let mut items: Vec<Stmt> = attached.iter().map(|&a| self.emit_stage(a)).collect();
+        items.push(body);
+        let mut stmt = Stmt::Seq(items);
+        for &a in attached.iter().rev() {
+            if let Some(buffer) = self.layouts[a].buffer {
+                stmt = Stmt::Allocate {
+                    buffer,
+                    body: Box::new(stmt),
+                };
+            }
+        }
+        stmt
+    }
+
+    fn wrap_loops(&mut self, index: usize, leaves: &[IterId], mut body: Stmt) -> Stmt {
+        for &leaf in leaves.iter().rev() {
+            body = self.wrap_attached(index, leaf, body);
+            let stage = &self.state.stages()[index];
+            let var = self.layouts[index].leaf_vars[&leaf].clone();
+            body = Stmt::For {
+                extent: var.extent(),
+                var,
+                kind: for_kind(stage.iters[leaf].annotation),
+                body: Box::new(body),
+            };
+        }
+        body
+    }
+
+    /// The loop nest computing stage `index` over its domain.
+    pub(crate) fn emit_stage(&mut self, index: usize) -> Stmt {
+        let stage = &self.state.stages()[index];
+        let Some(rule) = stage.compute.clone() else {
+            return Stmt::nop();
+        };
+        let layout = &self.layouts[index];
+        let buffer = layout.buffer.unwrap_or(0);
+        let mut map: HashMap<u64, Expr> = HashMap::new();
+        for (d, v) in rule.axes.iter().enumerate() {
+            map.insert(v.id(), layout.global(d));
+        }
+        let reduction = rule.reduction().cloned();
+        if let Some(r) = &reduction {
+            for (n, v) in r.axes.iter().enumerate() {
+                map.insert(v.id(), layout.roots[rule.axes.len() + n].clone());
+            }
+        }
+        let store_index: Vec<Expr> = (0..rule.axes.len())
+            .map(|d| {
+                if layout.region {
+                    layout.roots[d].clone()
+                } else {
+                    layout.global(d)
+                }
+            })
+            .collect();
+        let source = reduction.as_ref().map_or(&rule.body, |r| &r.source);
+        let value = self.localize(&self.expand_inline(source).substitute(&map));
+        let (spatial_pred, reduce_pred) = self.predicates(index);
+        let leaves = stage.leaves.clone();
+        let own_vars: Vec<u64> = layout.leaf_vars.values().map(Var::id).collect();
+        let max_step = stage.auto_unroll_max_step;
+
+        let mut nest = match reduction {
+            None => {
+                let store = Stmt::Store {
+                    buffer,
+                    indices: store_index,
+                    value,
+                };
+                let body = guarded(conjunction(spatial_pred), store);
+                self.wrap_loops(index, &leaves, body)
+            }
+            Some(r) => {
+                let first_reduce = leaves
+                    .iter()
+                    .position(|&l| stage.iters[l].kind == IterKind::Reduce)
+                    .unwrap_or(leaves.len());
+                let handle = self.buffers[buffer].handle.clone();
+                let current = handle.at(store_index.clone());
+                let combined = match r.op {
+                    ReduceOp::Sum => current + value,
+                    ReduceOp::Max => max(current, value),
+                    ReduceOp::Min => min(current, value),
+                };
+                let mut all_pred = spatial_pred.clone();
+                all_pred.extend(reduce_pred);
+                let update = guarded(
+                    conjunction(all_pred),
+                    Stmt::Store {
+                        buffer,
+                        indices: store_index.clone(),
+                        value: combined,
+                    },
+                );
+                let update = self.wrap_loops(index, &leaves[first_reduce..], update);
+                let init = self.emit_init(
+                    index,
+                    &leaves[first_reduce..],
+                    store_index,
+                    spatial_pred,
+                    identity(r.op, stage.tensor.dtype()),
+                );
+                self.wrap_loops(
+                    index,
+                    &leaves[..first_reduce],
+                    Stmt::Seq(vec![init, update]),
+                )
+            }
+        };
+        if max_step > 0 {
+            mark_auto_unroll(&mut nest, &own_vars, max_step);
+        }
+        nest
+    }
+
+    /// Stores `identity` at every spatial point of the loops `leaves` (fresh
+    /// copies of the spatial ones; the reduction loops are skipped).
+    fn emit_init(
+        &mut self,
+        index: usize,
+        leaves: &[IterId],
+        store_index: Vec<Expr>,
+        pred: Vec<Expr>,
+        identity: Expr,
+    ) -> Stmt {
+        let stage = &self.state.stages()[index];
+        let mut copies: Vec<(IterId, Var)> = Vec::new();
+        for &leaf in leaves {
+            let it = &stage.iters[leaf];
+            if it.kind == IterKind::Spatial {
+                let original = self.layouts[index].leaf_vars[&leaf].clone();
+                let name = self.fresh_name(&stage.name, &format!("{}.init", it.name));
+                copies.push((leaf, Var::new(name, original.extent(), IterKind::Spatial)));
+            }
+        }
+        let map: HashMap<u64, Expr> = copies
+            .iter()
+            .map(|(leaf, v)| (self.layouts[index].leaf_vars[leaf].id(), v.expr()))
+            .collect();
+        let buffer = self.layouts[index].buffer.unwrap_or(0);
+        let store = Stmt::Store {
+            buffer,
+            indices: store_index.iter().map(|i| i.substitute(&map)).collect(),
+            value: identity,
+        };
+        let cond = conjunction(pred.iter().map(|p| p.substitute(&map)).collect());
+        let mut body = guarded(cond, store);
+        for (leaf, var) in copies.into_iter().rev() {
+            body = Stmt::For {
+                extent: var.extent(),
+                var,
+                kind: for_kind(stage.iters[leaf].annotation),
+                body: Box::new(body),
+            };
+        }
+        body
+    }
+}

@@ -1,0 +1,167 @@
+//! The domain of every stage: its loop variables, the value of each root
+//! axis, and for stages computed at a loop the region their buffer holds.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::schedule::{ComputeAt, IterId, derive_extents, derive_values};
+use crate::te::{Expr, ExprKind, Var};
+
+use super::super::ir::{Buffer, BufferId, MemScope};
+use super::bound::dim_region;
+use super::{Lowering, mem_scope};
+
+/// How one stage is laid out in the lowered function.
+#[derive(Clone, Default)]
+pub(crate) struct StageLayout {
+    /// The buffer holding the stage (none for inlined stages).
+    pub buffer: Option<BufferId>,
+    /// Per output dimension, the global index of the buffer's first element.
+    pub offsets: Vec<Expr>,
+    /// Whether the buffer holds only a region (computed at a loop).
+    pub region: bool,
+    /// Extent of the domain of each root loop (spatial, then reduction).
+    pub domain: Vec<i64>,
+    /// The variable of each current loop.
+    pub leaf_vars: HashMap<IterId, Var>,
+    /// Position of each root in the domain, in terms of the loop variables.
+    pub roots: Vec<Expr>,
+    /// Extent of every loop of the stage's arena over this domain.
+    pub extents: Vec<i64>,
+    /// Value of every loop of the arena, in terms of the loop variables.
+    pub values: HashMap<IterId, Expr>,
+}
+
+impl StageLayout {
+    /// The global index of spatial dimension `d` (offset + position).
+    pub fn global(&self, d: usize) -> Expr {
+        match self.offsets.get(d) {
+            Some(o) if o.as_int() != Some(0) => o + &self.roots[d],
+            _ => self.roots[d].clone(),
+        }
+    }
+}
+
+impl Lowering<'_> {
+    /// Domains in reverse stage order (a host comes after the stages it
+    /// hosts), then buffers in stage order.
+    pub(crate) fn compute_layouts(&mut self) {
+        let stages = self.state.stages();
+        self.layouts = vec![StageLayout::default(); stages.len()];
+        for index in (0..stages.len()).rev() {
+            let stage = &stages[index];
+            let Some(rule) = &stage.compute else {
+                continue;
+            };
+            if stage.compute_at == ComputeAt::Inline {
+                continue;
+            }
+            let reduce_extents: Vec<i64> = rule
+                .reduction()
+                .map(|r| r.axes.iter().map(|a| a.extent()).collect())
+                .unwrap_or_default();
+            let (offsets, mut domain, region) = match stage.compute_at {
+                ComputeAt::At { stage: host, iter } => self.infer_region(index, host, iter),
+                _ => (
+                    vec![Expr::i64(0); stage.tensor.ndim()],
+                    stage.tensor.shape().to_vec(),
+                    false,
+                ),
+            };
+            domain.extend(reduce_extents);
+            let extents = derive_extents(stage, &domain);
+            let mut leaf_vars = HashMap::new();
+            for &leaf in &stage.leaves {
+                let it = &stage.iters[leaf];
+                let name = self.fresh_name(&stage.name, &it.name);
+                leaf_vars.insert(leaf, Var::new(name, extents[leaf], it.kind));
+            }
+            let leaf_exprs = leaf_vars.iter().map(|(&id, v)| (id, v.expr())).collect();
+            let values = derive_values(stage, &leaf_exprs, &extents);
+            let roots = (0..stage.root_count())
+                .map(|r| values.get(&r).cloned().unwrap_or_else(|| Expr::i64(0)))
+                .collect();
+            self.layouts[index] = StageLayout {
+                buffer: None,
+                offsets,
+                region,
+                domain,
+                leaf_vars,
+                roots,
+                extents,
+                values,
+            };
+        }
+        for (index, stage) in stages.iter().enumerate() {
+            if stage.compute_at == ComputeAt::Inline && stage.compute.is_some() {
+                continue;
+            }
+            let layout = &self.layouts[index];
+            let (shape, scope) = if layout.region {
+                let spatial = stage.tensor.ndim();
+                (layout.domain[..spatial].to_vec(), mem_scope(stage.scope))
+            } else if stage.compute.is_none() || stage.is_output {
+                (stage.tensor.shape().to_vec(), MemScope::Global)
+            } else {
+                (stage.tensor.shape().to_vec(), mem_scope(stage.scope))
+            };
+            let buffer = Buffer::new(&stage.name, &shape, stage.tensor.dtype(), scope);
+            let id = self.add_buffer(buffer);
+            self.layouts[index].buffer = Some(id);
+        }
+    }
+
+    /// The region of stage `index` needed by one iteration of loop `iter` of
+    /// `host`: per dimension an offset, the extents, and whether it is a region.
+    fn infer_region(&self, index: usize, host: usize, iter: IterId) -> (Vec<Expr>, Vec<i64>, bool) {
+        let stages = self.state.stages();
+        let producer = &stages[index].tensor;
+        let host_stage = &stages[host];
+        let host_layout = &self.layouts[host];
+        let full = producer.shape().to_vec();
+        let Some(rule) = &host_stage.compute else {
+            return (vec![Expr::i64(0); full.len()], full, false);
+        };
+        let mut map: HashMap<u64, Expr> = HashMap::new();
+        for (d, v) in rule.axes.iter().enumerate() {
+            map.insert(v.id(), host_layout.global(d));
+        }
+        if let Some(r) = rule.reduction() {
+            for (n, v) in r.axes.iter().enumerate() {
+                if let Some(root) = host_layout.roots.get(rule.axes.len() + n) {
+                    map.insert(v.id(), root.clone());
+                }
+            }
+        }
+        let mut reads: Vec<Vec<Expr>> = Vec::new();
+        self.expand_inline(&rule.body).visit(&mut |e| {
+            if let ExprKind::Read(t, idx) = e.kind()
+                && t == producer
+            {
+                reads.push(idx.iter().map(|i| i.substitute(&map)).collect());
+            }
+        });
+        let position = host_stage
+            .leaves
+            .iter()
+            .position(|&l| l == iter)
+            .unwrap_or(0);
+        let inner: HashSet<u64> = host_stage.leaves[position + 1..]
+            .iter()
+            .filter_map(|l| host_layout.leaf_vars.get(l).map(Var::id))
+            .collect();
+        let mut offsets = Vec::new();
+        let mut extents = Vec::new();
+        let mut region = false;
+        for (d, &extent) in full.iter().enumerate() {
+            let indices: Vec<Expr> = reads.iter().map(|r| r[d].clone()).collect();
+            let dim = dim_region(&indices, &inner, extent);
+            region |= dim.extent < extent;
+            offsets.push(dim.offset);
+            extents.push(dim.extent);
+        }
+        if !region {
+            offsets = vec![Expr::i64(0); full.len()];
+        }
+        (offsets, extents, region)
+    }
+}

@@ -1,0 +1,218 @@
+//! Passes over the loop IR: auto-unroll marking, removal of unit loops, and
+//! simplification of every expression (guards proven true disappear).
+
+use std::collections::HashMap;
+
+use crate::te::{Const, Expr, ExprKind};
+
+use super::ir::{ForKind, PrimFunc, Stmt};
+use super::simplify::simplify;
+
+/// How many stores `s` executes at most (every branch taken): the work an
+/// interpreter or a timing run of it does.
+pub fn store_count(s: &Stmt) -> u64 {
+    steps(s)
+}
+
+/// Iterations of the innermost statements `s` runs.
+fn steps(s: &Stmt) -> u64 {
+    match s {
+        Stmt::For { extent, body, .. } => (*extent as u64).saturating_mul(steps(body)),
+        Stmt::Seq(items) => items.iter().map(steps).fold(0, u64::saturating_add),
+        Stmt::Store { .. } => 1,
+        Stmt::IfThenElse {
+            then, otherwise, ..
+        } => steps(then).max(otherwise.as_deref().map_or(0, steps)),
+        Stmt::Allocate { body, .. } | Stmt::Let { body, .. } => steps(body),
+    }
+}
+
+/// `pragma auto_unroll_max_step`: serial loops over `vars` whose nest runs
+/// at most `max_step` iterations become unrolled.
+pub fn mark_auto_unroll(s: &mut Stmt, vars: &[u64], max_step: u32) {
+    match s {
+        Stmt::For {
+            var, kind, body, ..
+        } => {
+            mark_auto_unroll(body, vars, max_step);
+            let eligible = *kind == ForKind::Serial && vars.contains(&var.id());
+            if eligible
+                && steps(s) <= max_step as u64
+                && let Stmt::For { kind, .. } = s
+            {
+                *kind = ForKind::Unrolled;
+            }
+        }
+        Stmt::Seq(items) => items
+            .iter_mut()
+            .for_each(|i| mark_auto_unroll(i, vars, max_step)),
+        Stmt::IfThenElse {
+            then, otherwise, ..
+        } => {
+            mark_auto_unroll(then, vars, max_step);
+            if let Some(o) = otherwise {
+                mark_auto_unroll(o, vars, max_step);
+            }
+        }
+        Stmt::Allocate { body, .. } | Stmt::Let { body, .. } => {
+            mark_auto_unroll(body, vars, max_step)
+        }
+        Stmt::Store { .. } => {}
+    }
+}
+
+/// Applies `f` to every expression of `s`, rebuilding the tree.
+pub fn map_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
+    match s {
+        Stmt::For {
+            var,
+            extent,
+            kind,
+            body,
+        } => Stmt::For {
+            var,
+            extent,
+            kind,
+            body: Box::new(map_exprs(*body, f)),
+        },
+        Stmt::Seq(items) => Stmt::Seq(items.into_iter().map(|i| map_exprs(i, f)).collect()),
+        Stmt::Store {
+            buffer,
+            indices,
+            value,
+        } => Stmt::Store {
+            buffer,
+            indices: indices.iter().map(&mut *f).collect(),
+            value: f(&value),
+        },
+        Stmt::IfThenElse {
+            cond,
+            then,
+            otherwise,
+        } => Stmt::IfThenElse {
+            cond: f(&cond),
+            then: Box::new(map_exprs(*then, f)),
+            otherwise: otherwise.map(|o| Box::new(map_exprs(*o, f))),
+        },
+        Stmt::Allocate { buffer, body } => Stmt::Allocate {
+            buffer,
+            body: Box::new(map_exprs(*body, f)),
+        },
+        Stmt::Let { var, value, body } => Stmt::Let {
+            var,
+            value: f(&value),
+            body: Box::new(map_exprs(*body, f)),
+        },
+    }
+}
+
+/// Loops of extent 1 are replaced by their body with the variable set to 0.
+pub fn remove_unit_loops(s: Stmt) -> Stmt {
+    match s {
+        Stmt::For {
+            var,
+            extent: 1,
+            body,
+            ..
+        } => {
+            let mut map = HashMap::new();
+            map.insert(var.id(), Expr::i64(0));
+            let body = map_exprs(*body, &mut |e| e.substitute(&map));
+            remove_unit_loops(body)
+        }
+        Stmt::For {
+            var,
+            extent,
+            kind,
+            body,
+        } => Stmt::For {
+            var,
+            extent,
+            kind,
+            body: Box::new(remove_unit_loops(*body)),
+        },
+        Stmt::Seq(items) => Stmt::Seq(items.into_iter().map(remove_unit_loops).collect()),
+        Stmt::IfThenElse {
+            cond,
+            then,
+            otherwise,
+        } => Stmt::IfThenElse {
+            cond,
+            then: Box::new(remove_unit_loops(*then)),
+            otherwise: otherwise.map(|o| Box::new(remove_unit_loops(*o))),
+        },
+        Stmt::Allocate { buffer, body } => Stmt::Allocate {
+            buffer,
+            body: Box::new(remove_unit_loops(*body)),
+        },
+        Stmt::Let { var, value, body } => Stmt::Let {
+            var,
+            value,
+            body: Box::new(remove_unit_loops(*body)),
+        },
+        store @ Stmt::Store { .. } => store,
+    }
+}
+
+/// Conditionals whose condition is a constant are replaced by the branch taken.
+pub fn remove_decided_branches(s: Stmt) -> Stmt {
+    match s {
+        Stmt::IfThenElse {
+            cond,
+            then,
+            otherwise,
+        } => match cond.kind() {
+            ExprKind::Const(Const::Bool(true)) => remove_decided_branches(*then),
+            ExprKind::Const(Const::Bool(false)) => {
+                otherwise.map_or(Stmt::nop(), |o| remove_decided_branches(*o))
+            }
+            _ => Stmt::IfThenElse {
+                cond,
+                then: Box::new(remove_decided_branches(*then)),
+                otherwise: otherwise.map(|o| Box::new(remove_decided_branches(*o))),
+            },
+        },
+        Stmt::For {
+            var,
+            extent,
+            kind,
+            body,
+        } => Stmt::For {
+            var,
+            extent,
+            kind,
+            body: Box::new(remove_decided_branches(*body)),
+        },
+        Stmt::Seq(items) => {
+            let items: Vec<Stmt> = items
+                .into_iter()
+                .map(remove_decided_branches)
+                .filter(|i| !matches!(i, Stmt::Seq(v) if v.is_empty()))
+                .collect();
+            if items.len() == 1 {
+                items.into_iter().next().unwrap_or_else(Stmt::nop)
+            } else {
+                Stmt::Seq(items)
+            }
+        }
+        Stmt::Allocate { buffer, body } => Stmt::Allocate {
+            buffer,
+            body: Box::new(remove_decided_branches(*body)),
+        },
+        Stmt::Let { var, value, body } => Stmt::Let {
+            var,
+            value,
+            body: Box::new(remove_decided_branches(*body)),
+        },
+        store @ Stmt::Store { .. } => store,
+    }
+}
+
+/// The standard pipeline: unit loops removed, every expression simplified,
+/// decided conditionals removed.
+pub fn simplify_func(mut func: PrimFunc) -> PrimFunc {
+    let body = remove_unit_loops(func.body);
+    let body = map_exprs(body, &mut |e| simplify(e));
+    func.body = remove_decided_branches(body);
+    func
+}

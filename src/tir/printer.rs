@@ -1,0 +1,96 @@
+//! Readable text form of the loop IR, in the spirit of TVM's TIR script.
+
+use std::fmt::{self, Write};
+
+use super::ir::{Buffer, ForKind, MemScope, PrimFunc, Stmt};
+
+fn buffer_type(b: &Buffer) -> String {
+    let dims: Vec<String> = b.shape.iter().map(i64::to_string).collect();
+    format!("{}[{}]", b.dtype, dims.join(", "))
+}
+
+fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Result {
+    let pad = "  ".repeat(depth);
+    match s {
+        Stmt::For {
+            var,
+            extent,
+            kind,
+            body,
+        } => {
+            let annotation = match kind {
+                ForKind::Serial => String::new(),
+                other => format!(" {}", other.name()),
+            };
+            writeln!(out, "{pad}for {} in 0..{extent}{annotation} {{", var.name())?;
+            write_stmt(out, f, body, depth + 1)?;
+            writeln!(out, "{pad}}}")
+        }
+        Stmt::Seq(items) => {
+            for item in items {
+                write_stmt(out, f, item, depth)?;
+            }
+            Ok(())
+        }
+        Stmt::Store {
+            buffer,
+            indices,
+            value,
+        } => {
+            let idx: Vec<String> = indices.iter().map(|i| i.to_string()).collect();
+            writeln!(
+                out,
+                "{pad}{}[{}] = {value}",
+                f.buffers[*buffer].name,
+                idx.join(", ")
+            )
+        }
+        Stmt::IfThenElse {
+            cond,
+            then,
+            otherwise,
+        } => {
+            writeln!(out, "{pad}if {cond} {{")?;
+            write_stmt(out, f, then, depth + 1)?;
+            if let Some(o) = otherwise {
+                writeln!(out, "{pad}}} else {{")?;
+                write_stmt(out, f, o, depth + 1)?;
+            }
+            writeln!(out, "{pad}}}")
+        }
+        Stmt::Allocate { buffer, body } => {
+            let b = &f.buffers[*buffer];
+            let scope = match b.scope {
+                MemScope::Global => "global",
+                MemScope::Local => "local",
+            };
+            writeln!(out, "{pad}alloc {}: {} {scope}", b.name, buffer_type(b))?;
+            write_stmt(out, f, body, depth)
+        }
+        Stmt::Let { var, value, body } => {
+            writeln!(out, "{pad}let {} = {value}", var.name())?;
+            write_stmt(out, f, body, depth)
+        }
+    }
+}
+
+impl fmt::Display for PrimFunc {
+    fn fmt(&self, fmt: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let params: Vec<String> = self
+            .params
+            .iter()
+            .map(|&p| {
+                format!(
+                    "{}: {}",
+                    self.buffers[p].name,
+                    buffer_type(&self.buffers[p])
+                )
+            })
+            .collect();
+        let mut out = String::new();
+        writeln!(out, "func {}({}) {{", self.name, params.join(", "))?;
+        write_stmt(&mut out, self, &self.body, 1)?;
+        out.push_str("}\n");
+        fmt.write_str(&out)
+    }
+}

@@ -1,0 +1,241 @@
+//! Helpers shared by the equivalence tests: small shapes for every op,
+//! random inputs, and comparison with a tolerance scaled by reduction length.
+#![allow(dead_code)]
+
+use tessera::ops;
+use tessera::te::{self, ComputeDag, DType, ExprKind, HostTensor};
+
+/// Small, odd shapes for every registered op (with strides, padding,
+/// dilation, groups where the op has them).
+pub fn small_cases() -> Vec<(&'static str, Vec<(&'static str, i64)>)> {
+    vec![
+        ("matmul", vec![("M", 7), ("N", 9), ("K", 5)]),
+        ("matmul_nt", vec![("M", 6), ("N", 5), ("K", 7)]),
+        ("batch_matmul", vec![("B", 2), ("M", 5), ("N", 6), ("K", 3)]),
+        ("dense", vec![("M", 3), ("N", 10), ("K", 6)]),
+        ("dense_bias", vec![("M", 4), ("N", 7), ("K", 5)]),
+        ("dense_bias_relu", vec![("M", 5), ("N", 6), ("K", 4)]),
+        (
+            "conv1d",
+            vec![
+                ("N", 1),
+                ("C", 3),
+                ("L", 11),
+                ("K", 4),
+                ("R", 3),
+                ("stride", 2),
+                ("pad", 1),
+                ("dilation", 1),
+            ],
+        ),
+        (
+            "conv2d",
+            vec![
+                ("N", 1),
+                ("C", 3),
+                ("H", 7),
+                ("W", 6),
+                ("K", 4),
+                ("R", 3),
+                ("S", 3),
+                ("stride", 1),
+                ("pad", 1),
+                ("dilation", 1),
+            ],
+        ),
+        (
+            "conv2d_nhwc",
+            vec![
+                ("N", 1),
+                ("C", 2),
+                ("H", 6),
+                ("W", 7),
+                ("K", 3),
+                ("R", 3),
+                ("S", 2),
+                ("stride", 2),
+                ("pad", 1),
+                ("dilation", 1),
+            ],
+        ),
+        (
+            "group_conv2d",
+            vec![
+                ("N", 1),
+                ("C", 4),
+                ("H", 5),
+                ("W", 5),
+                ("K", 6),
+                ("R", 3),
+                ("S", 3),
+                ("stride", 1),
+                ("pad", 1),
+                ("dilation", 1),
+                ("groups", 2),
+            ],
+        ),
+        (
+            "depthwise_conv2d",
+            vec![
+                ("N", 1),
+                ("C", 3),
+                ("H", 7),
+                ("W", 7),
+                ("R", 3),
+                ("S", 3),
+                ("stride", 1),
+                ("pad", 2),
+                ("dilation", 2),
+            ],
+        ),
+        (
+            "conv3d",
+            vec![
+                ("N", 1),
+                ("C", 2),
+                ("D", 4),
+                ("H", 4),
+                ("W", 5),
+                ("K", 2),
+                ("T", 2),
+                ("R", 3),
+                ("S", 2),
+                ("stride", 1),
+                ("pad", 1),
+                ("dilation", 1),
+            ],
+        ),
+        (
+            "conv2d_transpose",
+            vec![
+                ("N", 1),
+                ("C", 2),
+                ("H", 4),
+                ("W", 3),
+                ("K", 3),
+                ("R", 3),
+                ("S", 4),
+                ("stride", 2),
+                ("pad", 1),
+            ],
+        ),
+        (
+            "conv2d_capsule",
+            vec![
+                ("N", 1),
+                ("H", 4),
+                ("W", 4),
+                ("C", 2),
+                ("K", 2),
+                ("R", 3),
+                ("S", 3),
+                ("stride", 1),
+                ("pad", 1),
+                ("cap", 2),
+            ],
+        ),
+        ("norm", vec![("B", 3), ("M", 5), ("N", 7)]),
+        (
+            "max_pool2d",
+            vec![
+                ("N", 1),
+                ("C", 2),
+                ("H", 7),
+                ("W", 8),
+                ("R", 3),
+                ("S", 3),
+                ("stride", 2),
+                ("pad", 1),
+            ],
+        ),
+        (
+            "avg_pool2d",
+            vec![
+                ("N", 1),
+                ("C", 2),
+                ("H", 6),
+                ("W", 7),
+                ("R", 2),
+                ("S", 3),
+                ("stride", 2),
+                ("pad", 1),
+            ],
+        ),
+        ("softmax", vec![("M", 5), ("N", 13)]),
+        ("layer_norm", vec![("M", 4), ("N", 11)]),
+        ("relu", vec![("M", 7), ("N", 9)]),
+        ("gelu", vec![("M", 5), ("N", 6)]),
+        ("bias_add", vec![("M", 6), ("N", 5)]),
+        (
+            "conv2d_bn_relu",
+            vec![
+                ("N", 1),
+                ("H", 5),
+                ("W", 6),
+                ("C", 3),
+                ("K", 4),
+                ("R", 3),
+                ("S", 3),
+                ("stride", 1),
+                ("pad", 1),
+                ("dilation", 1),
+            ],
+        ),
+        (
+            "transpose_batch_matmul",
+            vec![("B", 1), ("L", 5), ("H", 2), ("D", 3)],
+        ),
+    ]
+}
+
+/// Builds `op` at `params`.
+pub fn build(op: &str, params: &[(&str, i64)]) -> ComputeDag {
+    let spec = ops::find(op).unwrap_or_else(|e| panic!("{e}"));
+    let shape = spec.shape(params).unwrap_or_else(|e| panic!("{e}"));
+    spec.build(&shape).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Deterministic random inputs for `dag`.
+pub fn random_inputs(dag: &ComputeDag, seed: u64) -> Vec<HostTensor> {
+    dag.inputs()
+        .iter()
+        .enumerate()
+        .map(|(n, t)| {
+            let shape: Vec<usize> = t.shape().iter().map(|&d| d as usize).collect();
+            HostTensor::random(&shape, DType::F32, seed * 31 + n as u64)
+        })
+        .collect()
+}
+
+/// The longest reduction of any stage (product of its reduction extents).
+pub fn reduction_length(dag: &ComputeDag) -> usize {
+    dag.stages()
+        .iter()
+        .filter_map(|t| t.compute_op())
+        .map(|op| match op.body.kind() {
+            ExprKind::Reduce(r) => r.axes.iter().map(|a| a.extent() as usize).product(),
+            _ => 1,
+        })
+        .max()
+        .unwrap_or(1)
+}
+
+/// The reference result.
+pub fn reference(dag: &ComputeDag, inputs: &[HostTensor]) -> Vec<HostTensor> {
+    te::evaluate(dag, inputs).unwrap_or_else(|e| panic!("reference: {e}"))
+}
+
+/// `got` equals `want` within a tolerance that grows with the reduction
+/// length (f32 accumulation and reassociation change rounding).
+pub fn assert_close(label: &str, got: &[HostTensor], want: &[HostTensor], reduction: usize) {
+    assert_eq!(got.len(), want.len(), "{label}: number of outputs");
+    let tol = 1e-5 + 2e-7 * reduction as f64;
+    for (o, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.shape(), w.shape(), "{label}: shape of output {o}");
+        let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
+        for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+            let ok = (a - b).abs() <= tol * b.abs().max(1.0) || (a.is_infinite() && a == b);
+            assert!(ok, "{label}: output {o}[{i}] = {a}, want {b} (tol {tol:e})");
+        }
+    }
+}
