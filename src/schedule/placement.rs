@@ -61,7 +61,6 @@ impl State {
     ///
     /// - A stage computed at a loop is computed at a current, non-vectorized
     ///   loop of its single (effective) consumer, which is not inlined.
-    /// - Inlined stages host no other stage.
     /// - A vectorized loop is the innermost loop of its stage.
     pub(crate) fn check_invariants(&self) -> Result<(), StepErrorKind> {
         for (index, stage) in self.stages.iter().enumerate() {
@@ -93,14 +92,6 @@ impl State {
                         iter: host_stage.iters[iter].name.clone(),
                     });
                 }
-            }
-            if stage.compute_at == ComputeAt::Inline
-                && let Some(&attached) = self.attached_to(index).first()
-            {
-                return Err(StepErrorKind::HasAttachedStages {
-                    stage: stage.name.clone(),
-                    attached: self.stages[attached].name.clone(),
-                });
             }
             let vectorized = stage
                 .leaves

@@ -82,7 +82,7 @@ fn const_mult(v: i64) -> u64 {
     v.unsigned_abs()
 }
 
-/// The divisor known for `a * b` (`None` range: the product may wrap).
+/// The divisor known for `a * b` (when the product cannot wrap).
 fn mul_mult(a: u64, b: u64) -> u64 {
     a.checked_mul(b).unwrap_or(a.max(b))
 }

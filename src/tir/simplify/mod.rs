@@ -7,14 +7,14 @@
 //! decide becomes `true` or `false`.
 //!
 //! The pipeline, per maximal `i64`/`bool` sub-expression:
-//! 1. [`prepass`]: constant folding and range-decided shortcuts, bottom-up;
-//! 2. [`settled`]: stop when no rule could shrink the result; a chain of
-//!    `&&`/`||` is simplified operand by operand ([`chains`]);
-//! 3. [`linear`]: collect sums into coefficients (cancellation, fused-loop
-//!    recombination), kept when smaller; check [`settled`] again;
-//! 4. [`saturate`]: a bounded e-graph run with the [`rules`] and the
-//!    range/divisibility [`analysis`], then extraction of the smallest term
-//!    (memoised per thread in [`cache`]: the tuner meets the same index
+//! 1. `prepass`: constant folding and range-decided shortcuts, bottom-up;
+//! 2. `settled`: stop when no rule could shrink the result; a chain of
+//!    `&&`/`||` is simplified operand by operand (`chains`);
+//! 3. `linear`: collect sums into coefficients (cancellation, fused-loop
+//!    recombination), kept when smaller; check `settled` again;
+//! 4. `saturate`: a bounded e-graph run with the `rules` and the
+//!    range/divisibility `analysis`, then extraction of the smallest term
+//!    (memoised per thread in `cache`: the tuner meets the same index
 //!    expressions over and over, with fresh variables).
 //!
 //! Everything else (float arithmetic, reads, casts, calls, `i32` arithmetic,
@@ -22,7 +22,7 @@
 //! as the indices of a read, are simplified on their own, and the node itself
 //! is a leaf of the e-graph. The result never has more nodes than the input.
 //! Rules may remove a possible fault (a division by zero that no longer
-//! matters) but never add one; see [`rules`].
+//! matters) but never add one; see `rules`.
 
 mod analysis;
 mod appliers;

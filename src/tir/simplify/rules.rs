@@ -41,6 +41,13 @@ pub(super) fn build() -> Result<Vec<Rw>, String> {
 }
 
 /// Identities of the ring of `i64` values modulo 2^64.
+///
+/// Distributing a constant over a sum (`(a + b)*c → a*c + b*c`) is valid but
+/// not here: with associativity and commutativity it multiplies the e-graph
+/// several times over for every nested tile. The linear normalisation that
+/// runs before the e-graph (`linear`) expands and collects sums instead;
+/// the division rules below look through products (`floordiv-mul`,
+/// `floormod-mul`) rather than needing them expanded.
 fn ring() -> Result<Vec<Rw>, String> {
     Ok(vec![
         rw("add-comm", "(+ ?a ?b)", "(+ ?b ?a)")?,
