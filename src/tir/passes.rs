@@ -63,6 +63,39 @@ pub fn mark_auto_unroll(s: &mut Stmt, vars: &[u64], max_step: u32) {
 
 /// Applies `f` to every expression of `s`, rebuilding the tree.
 pub fn map_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
+    let s = match s {
+        Stmt::Store {
+            buffer,
+            indices,
+            value,
+        } => {
+            return Stmt::Store {
+                buffer,
+                indices: indices.iter().map(&mut *f).collect(),
+                value: f(&value),
+            };
+        }
+        Stmt::IfThenElse {
+            cond,
+            then,
+            otherwise,
+        } => Stmt::IfThenElse {
+            cond: f(&cond),
+            then,
+            otherwise,
+        },
+        Stmt::Let { var, value, body } => Stmt::Let {
+            value: f(&value),
+            var,
+            body,
+        },
+        other => other,
+    };
+    map_children(s, &mut |child| map_exprs(child, f))
+}
+
+/// Rebuilds `s` with `f` applied to each of its direct sub-statements.
+pub fn map_children(s: Stmt, f: &mut dyn FnMut(Stmt) -> Stmt) -> Stmt {
     match s {
         Stmt::For {
             var,
@@ -73,36 +106,28 @@ pub fn map_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
             var,
             extent,
             kind,
-            body: Box::new(map_exprs(*body, f)),
+            body: Box::new(f(*body)),
         },
-        Stmt::Seq(items) => Stmt::Seq(items.into_iter().map(|i| map_exprs(i, f)).collect()),
-        Stmt::Store {
-            buffer,
-            indices,
-            value,
-        } => Stmt::Store {
-            buffer,
-            indices: indices.iter().map(&mut *f).collect(),
-            value: f(&value),
-        },
+        Stmt::Seq(items) => Stmt::Seq(items.into_iter().map(f).collect()),
         Stmt::IfThenElse {
             cond,
             then,
             otherwise,
         } => Stmt::IfThenElse {
-            cond: f(&cond),
-            then: Box::new(map_exprs(*then, f)),
-            otherwise: otherwise.map(|o| Box::new(map_exprs(*o, f))),
+            cond,
+            then: Box::new(f(*then)),
+            otherwise: otherwise.map(|o| Box::new(f(*o))),
         },
         Stmt::Allocate { buffer, body } => Stmt::Allocate {
             buffer,
-            body: Box::new(map_exprs(*body, f)),
+            body: Box::new(f(*body)),
         },
         Stmt::Let { var, value, body } => Stmt::Let {
             var,
-            value: f(&value),
-            body: Box::new(map_exprs(*body, f)),
+            value,
+            body: Box::new(f(*body)),
         },
+        store @ Stmt::Store { .. } => store,
     }
 }
 
@@ -120,41 +145,12 @@ pub fn remove_unit_loops(s: Stmt) -> Stmt {
             let body = map_exprs(*body, &mut |e| e.substitute(&map));
             remove_unit_loops(body)
         }
-        Stmt::For {
-            var,
-            extent,
-            kind,
-            body,
-        } => Stmt::For {
-            var,
-            extent,
-            kind,
-            body: Box::new(remove_unit_loops(*body)),
-        },
-        Stmt::Seq(items) => Stmt::Seq(items.into_iter().map(remove_unit_loops).collect()),
-        Stmt::IfThenElse {
-            cond,
-            then,
-            otherwise,
-        } => Stmt::IfThenElse {
-            cond,
-            then: Box::new(remove_unit_loops(*then)),
-            otherwise: otherwise.map(|o| Box::new(remove_unit_loops(*o))),
-        },
-        Stmt::Allocate { buffer, body } => Stmt::Allocate {
-            buffer,
-            body: Box::new(remove_unit_loops(*body)),
-        },
-        Stmt::Let { var, value, body } => Stmt::Let {
-            var,
-            value,
-            body: Box::new(remove_unit_loops(*body)),
-        },
-        store @ Stmt::Store { .. } => store,
+        other => map_children(other, &mut remove_unit_loops),
     }
 }
 
-/// Conditionals whose condition is a constant are replaced by the branch taken.
+/// Conditionals whose condition is a constant are replaced by the branch
+/// taken; empty statements are dropped from sequences.
 pub fn remove_decided_branches(s: Stmt) -> Stmt {
     match s {
         Stmt::IfThenElse {
@@ -166,45 +162,28 @@ pub fn remove_decided_branches(s: Stmt) -> Stmt {
             ExprKind::Const(Const::Bool(false)) => {
                 otherwise.map_or(Stmt::nop(), |o| remove_decided_branches(*o))
             }
-            _ => Stmt::IfThenElse {
-                cond,
-                then: Box::new(remove_decided_branches(*then)),
-                otherwise: otherwise.map(|o| Box::new(remove_decided_branches(*o))),
-            },
-        },
-        Stmt::For {
-            var,
-            extent,
-            kind,
-            body,
-        } => Stmt::For {
-            var,
-            extent,
-            kind,
-            body: Box::new(remove_decided_branches(*body)),
+            _ => map_children(
+                Stmt::IfThenElse {
+                    cond,
+                    then,
+                    otherwise,
+                },
+                &mut remove_decided_branches,
+            ),
         },
         Stmt::Seq(items) => {
-            let items: Vec<Stmt> = items
+            let mut items: Vec<Stmt> = items
                 .into_iter()
                 .map(remove_decided_branches)
                 .filter(|i| !matches!(i, Stmt::Seq(v) if v.is_empty()))
                 .collect();
             if items.len() == 1 {
-                items.into_iter().next().unwrap_or_else(Stmt::nop)
+                items.pop().unwrap_or_else(Stmt::nop)
             } else {
                 Stmt::Seq(items)
             }
         }
-        Stmt::Allocate { buffer, body } => Stmt::Allocate {
-            buffer,
-            body: Box::new(remove_decided_branches(*body)),
-        },
-        Stmt::Let { var, value, body } => Stmt::Let {
-            var,
-            value,
-            body: Box::new(remove_decided_branches(*body)),
-        },
-        store @ Stmt::Store { .. } => store,
+        other => map_children(other, &mut remove_decided_branches),
     }
 }
 
