@@ -4,7 +4,9 @@
 //! ([`ops`]) holds the built-in ones; [`cli`] is the `tessera` command line.
 
 pub mod cli;
+pub mod codegen;
 pub mod ops;
+pub mod runtime;
 pub mod schedule;
 pub mod te;
 pub mod tir;

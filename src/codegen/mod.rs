@@ -1,0 +1,16 @@
+//! Code generation: the loop IR compiled to native code with Cranelift
+//! (JIT), with register promotion of constant-indexed local buffers, FMA
+//! contraction, unrolling and parallel loops on the runtime's thread pool.
+
+mod error;
+mod jit;
+mod kernel;
+pub(crate) mod math;
+mod math_shim;
+mod options;
+mod translate;
+
+pub use error::{CodegenError, KernelError};
+pub use jit::{compile, host_isa};
+pub use kernel::{Kernel, KernelParam};
+pub use options::{CodegenOptions, OptLevel};

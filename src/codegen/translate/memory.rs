@@ -1,0 +1,290 @@
+//! Buffers: where each lives (argument, stack slot, heap block, or SSA
+//! variables when every access has a constant index — register promotion),
+//! and loads and stores.
+
+use std::collections::{HashMap, HashSet};
+
+use cranelift_codegen::ir::{
+    InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
+};
+use cranelift_frontend::Variable;
+
+use crate::te::{DType, Expr, ExprKind, Tensor};
+use crate::tir::{BufferId, ForKind, Stmt};
+
+use super::super::error::CodegenError;
+use super::{FnTranslator, Val, clif_type};
+
+/// Buffers up to this size live on the stack; larger ones on the heap.
+const STACK_LIMIT_BYTES: i64 = 32 * 1024;
+
+/// Register promotion is tried for local buffers up to this many elements.
+const PROMOTE_LIMIT: i64 = 256;
+
+/// Where a buffer's elements live.
+pub(crate) enum Storage {
+    /// In memory at this address.
+    Memory(Value),
+    /// One SSA variable per element (every index is a compile-time constant).
+    Promoted(HashMap<i64, Variable>),
+}
+
+fn flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+/// Every `Allocate` in `s`, outside loops that will be outlined.
+fn allocations(s: &Stmt, in_parallel: bool, out: &mut Vec<(BufferId, Stmt)>) {
+    match s {
+        Stmt::Allocate { buffer, body } => {
+            out.push((*buffer, (**body).clone()));
+            allocations(body, in_parallel, out);
+        }
+        Stmt::For {
+            kind: ForKind::Parallel,
+            ..
+        } if !in_parallel => {}
+        Stmt::For { body, .. } | Stmt::Let { body, .. } => allocations(body, in_parallel, out),
+        Stmt::Seq(items) => items.iter().for_each(|i| allocations(i, in_parallel, out)),
+        Stmt::IfThenElse {
+            then, otherwise, ..
+        } => {
+            allocations(then, in_parallel, out);
+            if let Some(o) = otherwise {
+                allocations(o, in_parallel, out);
+            }
+        }
+        Stmt::Store { .. } => {}
+    }
+}
+
+/// Whether every access to `handle`/`buffer` in `body` has indices built from
+/// constants and variables of unrolled loops inside `body`, and no parallel
+/// loop would take an access to another function.
+fn promotable(body: &Stmt, buffer: BufferId, handle: &Tensor, in_parallel: bool) -> bool {
+    let mut unrolled = HashSet::new();
+    let mut outlined = false;
+    body.visit(&mut |s| {
+        if let Stmt::For { var, kind, .. } = s {
+            match kind {
+                ForKind::Unrolled => {
+                    unrolled.insert(var.id());
+                }
+                ForKind::Parallel if !in_parallel => outlined = true,
+                _ => {}
+            }
+        }
+    });
+    if outlined {
+        return false;
+    }
+    let constant = |e: &Expr| {
+        !e.any(&mut |x| match x.kind() {
+            ExprKind::Var(v) => !unrolled.contains(&v.id()),
+            ExprKind::Read(..) => true,
+            _ => false,
+        })
+    };
+    let mut ok = true;
+    let mut check_reads = |e: &Expr| {
+        e.visit(&mut |x| {
+            if let ExprKind::Read(t, idx) = x.kind()
+                && t == handle
+            {
+                ok &= idx.iter().all(constant);
+            }
+        });
+    };
+    let mut stores_ok = true;
+    body.visit(&mut |s| {
+        if let Stmt::Store {
+            buffer: b, indices, ..
+        } = s
+            && *b == buffer
+        {
+            stores_ok &= indices.iter().all(constant);
+        }
+    });
+    body.visit_exprs(&mut check_reads);
+    ok && stores_ok
+}
+
+impl FnTranslator<'_, '_, '_> {
+    /// Decides and reserves storage for every allocation of `body` (called at
+    /// the function's entry).
+    pub fn plan_allocations(&mut self, body: &Stmt) -> Result<(), CodegenError> {
+        let mut found = Vec::new();
+        allocations(body, self.in_parallel, &mut found);
+        let func = self.func();
+        for (id, scope) in found {
+            let buffer = &func.buffers[id];
+            let elements = buffer.num_elements();
+            let bytes = elements * buffer.dtype.size_bytes() as i64;
+            let storage = if elements <= PROMOTE_LIMIT
+                && promotable(&scope, id, &buffer.handle, self.in_parallel)
+            {
+                Storage::Promoted(HashMap::new())
+            } else if bytes <= STACK_LIMIT_BYTES {
+                let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    bytes.max(1) as u32,
+                    6,
+                ));
+                Storage::Memory(self.b.ins().stack_addr(types::I64, slot, 0))
+            } else {
+                let alloc = self.imports.get(
+                    &mut self.b,
+                    "tessera_alloc",
+                    &[types::I64],
+                    Some(types::I64),
+                )?;
+                let size = self.b.ins().iconst(types::I64, bytes);
+                let call = self.b.ins().call(alloc, &[size]);
+                let block = self.b.inst_results(call)[0];
+                self.heap.push(block);
+                Storage::Memory(block)
+            };
+            self.storage.insert(id, storage);
+        }
+        Ok(())
+    }
+
+    /// At an `Allocate`: promoted elements start defined (as zero) so that
+    /// every use has a definition.
+    pub fn enter_allocation(&mut self, buffer: BufferId) {
+        let dtype = self.func().buffers[buffer].dtype;
+        let elements = self.func().buffers[buffer].num_elements();
+        if !matches!(self.storage.get(&buffer), Some(Storage::Promoted(_))) {
+            return;
+        }
+        let zero = self.materialize(Val::Int(0), dtype);
+        let mut vars = HashMap::new();
+        for i in 0..elements {
+            let var = self.b.declare_var(clif_type(dtype));
+            self.b.def_var(var, zero);
+            vars.insert(i, var);
+        }
+        self.storage.insert(buffer, Storage::Promoted(vars));
+    }
+
+    /// The row-major element offset of `indices` in `buffer`.
+    fn flat_index(
+        &mut self,
+        buffer: BufferId,
+        indices: &[Expr],
+        speculative: bool,
+    ) -> Result<Val, CodegenError> {
+        let shape = self.func().buffers[buffer].shape.clone();
+        let mut flat = Val::Int(0);
+        for (index, extent) in indices.iter().zip(&shape) {
+            let v = self.expr(index, speculative)?;
+            flat = self.index_scale(flat, *extent);
+            flat = self.index_add(flat, v);
+        }
+        Ok(flat)
+    }
+
+    fn address(&mut self, buffer: BufferId, base: Value, flat: Val) -> (Value, i32) {
+        let size = self.func().buffers[buffer].dtype.size_bytes() as i64;
+        match flat {
+            Val::Int(i) if (i * size) <= i32::MAX as i64 && i >= 0 => (base, (i * size) as i32),
+            other => {
+                let offset = self.index_scale(other, size);
+                let offset = self.materialize(offset, DType::I64);
+                (self.b.ins().iadd(base, offset), 0)
+            }
+        }
+    }
+
+    fn buffer_of(&self, handle: &Tensor) -> Result<BufferId, CodegenError> {
+        self.func()
+            .buffers
+            .iter()
+            .position(|b| b.handle == *handle)
+            .ok_or_else(|| {
+                CodegenError::Unsupported(format!("read of unknown buffer '{}'", handle.name()))
+            })
+    }
+
+    /// A load of `handle[indices]`; clamped into the buffer when speculative.
+    pub fn load(
+        &mut self,
+        handle: &Tensor,
+        indices: &[Expr],
+        speculative: bool,
+    ) -> Result<Val, CodegenError> {
+        let buffer = self.buffer_of(handle)?;
+        let mut flat = self.flat_index(buffer, indices, speculative)?;
+        let len = self.func().buffers[buffer].num_elements();
+        if speculative {
+            flat = self.clamp_index(flat, len);
+        }
+        let dtype = self.func().buffers[buffer].dtype;
+        match self.storage.get(&buffer) {
+            Some(Storage::Promoted(vars)) => {
+                let var = match flat {
+                    Val::Int(i) => vars.get(&i).copied(),
+                    _ => None,
+                };
+                match var {
+                    Some(var) => Ok(Val::Dyn(self.b.use_var(var))),
+                    None => Err(CodegenError::Unsupported(format!(
+                        "promoted buffer '{}' read at a non-constant index",
+                        handle.name()
+                    ))),
+                }
+            }
+            Some(Storage::Memory(base)) => {
+                let (addr, offset) = self.address(buffer, *base, flat);
+                Ok(Val::Dyn(self.b.ins().load(
+                    clif_type(dtype),
+                    flags(),
+                    addr,
+                    offset,
+                )))
+            }
+            None => Err(CodegenError::Unsupported(format!(
+                "buffer '{}' used outside its allocation",
+                handle.name()
+            ))),
+        }
+    }
+
+    /// `buffer[indices] = value`.
+    pub fn store(
+        &mut self,
+        buffer: BufferId,
+        indices: &[Expr],
+        value: &Expr,
+    ) -> Result<(), CodegenError> {
+        let dtype = self.func().buffers[buffer].dtype;
+        let v = self.expr(value, false)?;
+        let v = self.materialize(v, dtype);
+        let flat = self.flat_index(buffer, indices, false)?;
+        match self.storage.get(&buffer) {
+            Some(Storage::Promoted(vars)) => {
+                let var = match flat {
+                    Val::Int(i) => vars.get(&i).copied(),
+                    _ => None,
+                };
+                match var {
+                    Some(var) => {
+                        self.b.def_var(var, v);
+                        Ok(())
+                    }
+                    None => Err(CodegenError::Unsupported(
+                        "promoted buffer written at a non-constant index".into(),
+                    )),
+                }
+            }
+            Some(Storage::Memory(base)) => {
+                let (addr, offset) = self.address(buffer, *base, flat);
+                self.b.ins().store(flags(), v, addr, offset);
+                Ok(())
+            }
+            None => Err(CodegenError::Unsupported(
+                "store to a buffer outside its allocation".into(),
+            )),
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Parallel loops: compiled code calls [`tessera_parallel_for`] with an
+//! outlined loop body; the iterations are split into contiguous chunks, one
+//! per thread of a rayon pool. Nested parallel loops are compiled serially.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rayon::ThreadPool;
+
+/// An outlined loop body: runs iterations `begin..end` with the kernel's
+/// buffer pointers and the captured loop values.
+pub type LoopBody = extern "C" fn(ptrs: *const *mut u8, values: *const i64, begin: i64, end: i64);
+
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Threads parallel loops use (default: the machine's available parallelism).
+pub fn num_threads() -> usize {
+    match THREADS.load(Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// Sets the number of threads parallel loops use (at least 1).
+pub fn set_num_threads(n: usize) {
+    THREADS.store(n.max(1), Ordering::Relaxed);
+}
+
+fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<ThreadPool>>>> = OnceLock::new();
+    let pools = POOLS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut pools = pools.lock().ok()?;
+    if let Some(p) = pools.get(&threads) {
+        return Some(p.clone());
+    }
+    let built = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("tessera-worker-{i}"))
+        .build()
+        .ok()?;
+    let p = Arc::new(built);
+    pools.insert(threads, p.clone());
+    Some(p)
+}
+
+/// Raw pointers handed to worker threads; the caller blocks until they finish.
+#[derive(Clone, Copy)]
+struct Shared {
+    ptrs: usize,
+    values: usize,
+}
+
+/// Runs `body` over `0..extent`, split into one contiguous chunk per thread.
+///
+/// # Safety
+/// Called by compiled code: `body` must be an outlined loop body and `ptrs`,
+/// `values` valid for its whole run.
+pub extern "C" fn tessera_parallel_for(
+    body: LoopBody,
+    ptrs: *const *mut u8,
+    values: *const i64,
+    extent: i64,
+) {
+    let threads = (num_threads() as i64).min(extent).max(1);
+    let serial = || body(ptrs, values, 0, extent);
+    if threads == 1 {
+        return serial();
+    }
+    let Some(pool) = pool(threads as usize) else {
+        return serial();
+    };
+    let shared = Shared {
+        ptrs: ptrs as usize,
+        values: values as usize,
+    };
+    let chunk = (extent + threads - 1) / threads;
+    pool.scope(|scope| {
+        for t in 0..threads {
+            let (begin, end) = (t * chunk, ((t + 1) * chunk).min(extent));
+            if begin >= end {
+                continue;
+            }
+            scope.spawn(move |_| {
+                let s = shared;
+                body(s.ptrs as *const *mut u8, s.values as *const i64, begin, end)
+            });
+        }
+    });
+}
+
+/// Heap memory for buffers too large for the stack (64-byte aligned; the
+/// size is stored in front of the block).
+pub extern "C" fn tessera_alloc(bytes: i64) -> *mut u8 {
+    let total = (bytes.max(0) as usize).saturating_add(64);
+    match std::alloc::Layout::from_size_align(total, 64) {
+        Ok(layout) => {
+            // SAFETY: non-zero size.
+            let raw = unsafe { std::alloc::alloc(layout) };
+            if raw.is_null() {
+                return raw;
+            }
+            // SAFETY: the block has 64 bytes in front for the size.
+            unsafe {
+                raw.cast::<usize>().write(total);
+                raw.add(64)
+            }
+        }
+        Err(_) => std::ptr::null_mut(),
+    }
+}
+
+/// Frees memory from [`tessera_alloc`].
+pub extern "C" fn tessera_free(ptr: *mut u8) {
+    if ptr.is_null() {
+        return;
+    }
+    // SAFETY: `ptr` came from `tessera_alloc`, which stored the size 64 bytes before it.
+    unsafe {
+        let raw = ptr.sub(64);
+        let total = raw.cast::<usize>().read();
+        if let Ok(layout) = std::alloc::Layout::from_size_align(total, 64) {
+            std::alloc::dealloc(raw, layout);
+        }
+    }
+}
