@@ -10,7 +10,7 @@ use cranelift_codegen::ir::{ConstantData, InstBuilder, MemFlagsData, Value, type
 use cranelift_frontend::FunctionBuilder;
 
 /// Bit pattern of the sign of an `f32`.
-pub(super) const SIGN_BIT: u32 = 0x8000_0000;
+const SIGN_BIT: u32 = 0x8000_0000;
 
 /// A 16-byte constant with `lane` repeated four times, as a `vconst` of type
 /// `ty` (a constant-pool load, foldable into the using instruction).
@@ -68,14 +68,6 @@ pub(super) fn clamp_above(builder: &mut FunctionBuilder<'_>, x: Value, hi: f32) 
     let hi = f32s(builder, hi);
     let m = mask(builder, FloatCC::LessThan, hi, x);
     select(builder, m, hi, x)
-}
-
-/// Per lane `x < lo ? lo : x`: clamps `x` from below and keeps NaN lanes NaN.
-/// Written in the exact shape that x86 lowers to a single `maxps lo, x`.
-pub(super) fn clamp_below(builder: &mut FunctionBuilder<'_>, x: Value, lo: f32) -> Value {
-    let lo = f32s(builder, lo);
-    let m = mask(builder, FloatCC::LessThan, x, lo);
-    select(builder, m, lo, x)
 }
 
 /// `|x|` (clears the sign bits).

@@ -1,5 +1,8 @@
 //! Host functions called from generated code (f64 math, and `pow` for f32),
 //! and the emission of such calls, lane by lane for vectors.
+//!
+//! The functions are `#[no_mangle]`, so object files compiled by tessera
+//! also link against them by name; the JIT gets them from [`symbols`].
 
 use cranelift_codegen::ir::{InstBuilder, Type, Value, types};
 use cranelift_frontend::FunctionBuilder;
@@ -8,21 +11,25 @@ use super::Imports;
 use crate::te::Intrinsic;
 
 /// `e^x` for f64.
+#[unsafe(no_mangle)]
 extern "C" fn tessera_exp_f64(x: f64) -> f64 {
     x.exp()
 }
 
 /// Natural logarithm for f64.
+#[unsafe(no_mangle)]
 extern "C" fn tessera_log_f64(x: f64) -> f64 {
     x.ln()
 }
 
 /// Hyperbolic tangent for f64.
+#[unsafe(no_mangle)]
 extern "C" fn tessera_tanh_f64(x: f64) -> f64 {
     x.tanh()
 }
 
 /// Logistic sigmoid for f64, accurate in both tails (e^x/(1+e^x) for x < 0).
+#[unsafe(no_mangle)]
 extern "C" fn tessera_sigmoid_f64(x: f64) -> f64 {
     if x < 0.0 {
         let e = x.exp();
@@ -33,16 +40,19 @@ extern "C" fn tessera_sigmoid_f64(x: f64) -> f64 {
 }
 
 /// The error function for f64.
+#[unsafe(no_mangle)]
 extern "C" fn tessera_erf_f64(x: f64) -> f64 {
     libm::erf(x)
 }
 
 /// `x^y` for f64.
+#[unsafe(no_mangle)]
 extern "C" fn tessera_pow_f64(x: f64, y: f64) -> f64 {
     x.powf(y)
 }
 
 /// `x^y` for f32 (the C library's `powf`, < 1 ulp).
+#[unsafe(no_mangle)]
 extern "C" fn tessera_pow_f32(x: f32, y: f32) -> f32 {
     x.powf(y)
 }

@@ -49,7 +49,7 @@ fn int_cc(op: CmpOp) -> IntCC {
     }
 }
 
-fn float_cc(op: CmpOp) -> FloatCC {
+pub(crate) fn float_cc(op: CmpOp) -> FloatCC {
     match op {
         CmpOp::Eq => FloatCC::Equal,
         CmpOp::Ne => FloatCC::NotEqual,

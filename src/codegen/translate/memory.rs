@@ -25,8 +25,33 @@ const PROMOTE_LIMIT: i64 = 256;
 pub(crate) enum Storage {
     /// In memory at this address.
     Memory(Value),
-    /// One SSA variable per element (every index is a compile-time constant).
-    Promoted(HashMap<i64, Variable>),
+    /// SSA variables (every index is a compile-time constant): one per group
+    /// of `lanes` consecutive elements (a vector when `lanes > 1`).
+    Promoted {
+        /// Elements per variable.
+        lanes: i64,
+        /// The variable of each group (`flat / lanes`).
+        vars: HashMap<i64, Variable>,
+    },
+}
+
+/// Lanes of a 128-bit vector of `dtype` (1 where no vector type is used).
+pub(crate) fn vector_lanes(dtype: DType) -> i64 {
+    match dtype {
+        DType::F32 | DType::I32 => 4,
+        DType::F64 | DType::I64 => 2,
+        DType::Bool => 1,
+    }
+}
+
+/// The Cranelift type of `lanes` elements of `dtype`.
+pub(crate) fn group_type(dtype: DType, lanes: i64) -> cranelift_codegen::ir::Type {
+    let scalar = clif_type(dtype);
+    if lanes > 1 {
+        scalar.by(lanes as u32).unwrap_or(scalar)
+    } else {
+        scalar
+    }
 }
 
 fn flags() -> MemFlagsData {
@@ -58,16 +83,24 @@ fn allocations(s: &Stmt, in_parallel: bool, out: &mut Vec<(BufferId, Stmt)>) {
     }
 }
 
-/// Whether every access to `handle`/`buffer` in `body` has indices built from
-/// constants and variables of unrolled loops inside `body`, and no parallel
-/// loop would take an access to another function.
+/// Whether every access to `handle`/`buffer` in `body` has indices that are
+/// compile-time constants once loops are expanded: built from constants,
+/// variables of unrolled loops, and variables of vectorized loops short
+/// enough to be fully unrolled into vectors; and no parallel loop would take
+/// an access to another function.
 fn promotable(body: &Stmt, buffer: BufferId, handle: &Tensor, in_parallel: bool) -> bool {
     let mut unrolled = HashSet::new();
     let mut outlined = false;
     body.visit(&mut |s| {
-        if let Stmt::For { var, kind, .. } = s {
+        if let Stmt::For {
+            var, kind, extent, ..
+        } = s
+        {
             match kind {
                 ForKind::Unrolled => {
+                    unrolled.insert(var.id());
+                }
+                ForKind::Vectorized if *extent <= super::vector::MAX_UNROLLED_CHUNKS * 4 => {
                     unrolled.insert(var.id());
                 }
                 ForKind::Parallel if !in_parallel => outlined = true,
@@ -123,7 +156,12 @@ impl FnTranslator<'_, '_, '_> {
             let storage = if elements <= PROMOTE_LIMIT
                 && promotable(&scope, id, &buffer.handle, self.in_parallel)
             {
-                Storage::Promoted(HashMap::new())
+                let lanes = vector_lanes(buffer.dtype);
+                let lanes = if elements % lanes == 0 { lanes } else { 1 };
+                Storage::Promoted {
+                    lanes,
+                    vars: HashMap::new(),
+                }
             } else if bytes <= STACK_LIMIT_BYTES {
                 let slot = self.b.create_sized_stack_slot(StackSlotData::new(
                     StackSlotKind::ExplicitSlot,
@@ -154,21 +192,52 @@ impl FnTranslator<'_, '_, '_> {
     pub fn enter_allocation(&mut self, buffer: BufferId) {
         let dtype = self.func().buffers[buffer].dtype;
         let elements = self.func().buffers[buffer].num_elements();
-        if !matches!(self.storage.get(&buffer), Some(Storage::Promoted(_))) {
+        let Some(Storage::Promoted { lanes, .. }) = self.storage.get(&buffer) else {
             return;
+        };
+        let lanes = *lanes;
+        let ty = group_type(dtype, lanes);
+        let mut zero = self.materialize(Val::Int(0), dtype);
+        if lanes > 1 {
+            zero = self.b.ins().splat(ty, zero);
         }
-        let zero = self.materialize(Val::Int(0), dtype);
         let mut vars = HashMap::new();
-        for i in 0..elements {
-            let var = self.b.declare_var(clif_type(dtype));
+        for group in 0..elements / lanes {
+            let var = self.b.declare_var(ty);
             self.b.def_var(var, zero);
-            vars.insert(i, var);
+            vars.insert(group, var);
         }
-        self.storage.insert(buffer, Storage::Promoted(vars));
+        self.storage
+            .insert(buffer, Storage::Promoted { lanes, vars });
+    }
+
+    /// The variable and lane holding element `flat` of a promoted buffer.
+    fn promoted_slot(&self, buffer: BufferId, flat: Val) -> Option<(Variable, i64, i64)> {
+        let (Some(Storage::Promoted { lanes, vars }), Val::Int(i)) =
+            (self.storage.get(&buffer), flat)
+        else {
+            return None;
+        };
+        vars.get(&i.div_euclid(*lanes))
+            .map(|v| (*v, i.rem_euclid(*lanes), *lanes))
+    }
+
+    /// The whole vector variable of a promoted buffer starting at `flat`,
+    /// if the buffer is promoted by vectors of `lanes` and `flat` is aligned.
+    pub fn promoted_vector(&self, buffer: BufferId, flat: Val, lanes: i64) -> Option<Variable> {
+        match self.promoted_slot(buffer, flat) {
+            Some((var, 0, l)) if l == lanes => Some(var),
+            _ => None,
+        }
+    }
+
+    /// Whether `buffer` is promoted to variables.
+    pub fn is_promoted(&self, buffer: BufferId) -> bool {
+        matches!(self.storage.get(&buffer), Some(Storage::Promoted { .. }))
     }
 
     /// The row-major element offset of `indices` in `buffer`.
-    fn flat_index(
+    pub fn flat_index(
         &mut self,
         buffer: BufferId,
         indices: &[Expr],
@@ -184,7 +253,7 @@ impl FnTranslator<'_, '_, '_> {
         Ok(flat)
     }
 
-    fn address(&mut self, buffer: BufferId, base: Value, flat: Val) -> (Value, i32) {
+    pub fn address(&mut self, buffer: BufferId, base: Value, flat: Val) -> (Value, i32) {
         let size = self.func().buffers[buffer].dtype.size_bytes() as i64;
         match flat {
             Val::Int(i) if (i * size) <= i32::MAX as i64 && i >= 0 => (base, (i * size) as i32),
@@ -196,7 +265,7 @@ impl FnTranslator<'_, '_, '_> {
         }
     }
 
-    fn buffer_of(&self, handle: &Tensor) -> Result<BufferId, CodegenError> {
+    pub fn buffer_of(&self, handle: &Tensor) -> Result<BufferId, CodegenError> {
         self.func()
             .buffers
             .iter()
@@ -221,19 +290,17 @@ impl FnTranslator<'_, '_, '_> {
         }
         let dtype = self.func().buffers[buffer].dtype;
         match self.storage.get(&buffer) {
-            Some(Storage::Promoted(vars)) => {
-                let var = match flat {
-                    Val::Int(i) => vars.get(&i).copied(),
-                    _ => None,
-                };
-                match var {
-                    Some(var) => Ok(Val::Dyn(self.b.use_var(var))),
-                    None => Err(CodegenError::Unsupported(format!(
-                        "promoted buffer '{}' read at a non-constant index",
-                        handle.name()
-                    ))),
+            Some(Storage::Promoted { .. }) => match self.promoted_slot(buffer, flat) {
+                Some((var, _, 1)) => Ok(Val::Dyn(self.b.use_var(var))),
+                Some((var, lane, _)) => {
+                    let group = self.b.use_var(var);
+                    Ok(Val::Dyn(self.b.ins().extractlane(group, lane as u8)))
                 }
-            }
+                None => Err(CodegenError::Unsupported(format!(
+                    "promoted buffer '{}' read at a non-constant index",
+                    handle.name()
+                ))),
+            },
             Some(Storage::Memory(base)) => {
                 let (addr, offset) = self.address(buffer, *base, flat);
                 Ok(Val::Dyn(self.b.ins().load(
@@ -261,22 +328,32 @@ impl FnTranslator<'_, '_, '_> {
         let v = self.expr(value, false)?;
         let v = self.materialize(v, dtype);
         let flat = self.flat_index(buffer, indices, false)?;
+        self.store_value(buffer, flat, v)
+    }
+
+    /// Stores the scalar `v` at element `flat` of `buffer`.
+    pub fn store_value(
+        &mut self,
+        buffer: BufferId,
+        flat: Val,
+        v: Value,
+    ) -> Result<(), CodegenError> {
         match self.storage.get(&buffer) {
-            Some(Storage::Promoted(vars)) => {
-                let var = match flat {
-                    Val::Int(i) => vars.get(&i).copied(),
-                    _ => None,
-                };
-                match var {
-                    Some(var) => {
-                        self.b.def_var(var, v);
-                        Ok(())
-                    }
-                    None => Err(CodegenError::Unsupported(
-                        "promoted buffer written at a non-constant index".into(),
-                    )),
+            Some(Storage::Promoted { .. }) => match self.promoted_slot(buffer, flat) {
+                Some((var, _, 1)) => {
+                    self.b.def_var(var, v);
+                    Ok(())
                 }
-            }
+                Some((var, lane, _)) => {
+                    let group = self.b.use_var(var);
+                    let updated = self.b.ins().insertlane(group, v, lane as u8);
+                    self.b.def_var(var, updated);
+                    Ok(())
+                }
+                None => Err(CodegenError::Unsupported(
+                    "promoted buffer written at a non-constant index".into(),
+                )),
+            },
             Some(Storage::Memory(base)) => {
                 let (addr, offset) = self.address(buffer, *base, flat);
                 self.b.ins().store(flags(), v, addr, offset);

@@ -5,6 +5,7 @@ mod expr;
 mod memory;
 mod parallel;
 mod value;
+pub(crate) mod vector;
 
 use std::collections::HashMap;
 
@@ -204,6 +205,7 @@ impl<'a, 's, 'm> FnTranslator<'a, 's, 'm> {
                     Ok(())
                 }
                 ForKind::Parallel if !self.in_parallel => self.parallel_loop(var, *extent, body),
+                ForKind::Vectorized => self.vector_loop(var, *extent, body),
                 _ => {
                     let start = self.b.ins().iconst(types::I64, 0);
                     let end = self.b.ins().iconst(types::I64, *extent);

@@ -122,7 +122,8 @@ pub(super) fn compile(f: Intrinsic, ty: Type, opt: Opt) -> Kernel {
 }
 
 /// Compiles the array loop with a custom body `emit(builder, imports, [x, y])`
-/// (used by the benchmarks for a plain host call per element).
+/// (used by the benchmarks for a plain host call per element). With
+/// `TESSERA_MATH_DISASM` set, prints the generated machine code.
 pub(super) fn compile_with(
     ty: Type,
     opt: Opt,
@@ -191,9 +192,13 @@ pub(super) fn compile_with(
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
+    ctx.set_disasm(std::env::var("TESSERA_MATH_DISASM").is_ok());
     module
         .define_function(id, &mut ctx)
         .expect("compile kernel");
+    if let Some(code) = ctx.compiled_code().and_then(|c| c.vcode.clone()) {
+        println!("{code}");
+    }
     module.clear_context(&mut ctx);
     module.finalize_definitions().expect("finalize");
     let code = module.get_finalized_function(id);

@@ -1,0 +1,416 @@
+//! Vectorized loops: 128-bit vector code (f32x4, f64x2, i32x4, i64x2).
+//!
+//! A loop of extent E runs ⌊E/L⌋ chunks of L lanes, then the remainder as
+//! scalar iterations. In a chunk the loop variable is `base + lane`; an
+//! expression that does not use it is computed once (scalar, splat where
+//! needed). Loads and stores whose flat index moves by exactly one element
+//! per lane are contiguous vector accesses; others gather or scatter lane by
+//! lane. Float arithmetic, FMA, comparisons with select, and negation are
+//! vector operations; anything else is computed lane by lane. A statement a
+//! chunk cannot run as vectors (a condition that varies across lanes) runs
+//! lane by lane.
+
+use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Value, types};
+
+use crate::te::{BinOp, DType, Expr, ExprKind, Var};
+use crate::tir::{BufferId, Stmt};
+
+use super::super::error::CodegenError;
+use super::memory::{group_type, vector_lanes};
+use super::{Binding, FnTranslator, Val, clif_type};
+
+/// Vectorized loops with at most this many chunks are fully unrolled.
+pub(crate) const MAX_UNROLLED_CHUNKS: i64 = 4;
+
+/// The vectorized loop variable in a chunk.
+#[derive(Clone, Copy)]
+pub(crate) struct Lane {
+    var: u64,
+    lanes: i64,
+    /// The variable's value in lane 0.
+    base: Val,
+}
+
+/// A value in a chunk: the same in every lane, or a vector.
+enum VVal {
+    Uniform(Val),
+    Vector(Value),
+}
+
+fn uses(e: &Expr, var: u64) -> bool {
+    e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if v.id() == var))
+}
+
+/// The change of `e` per unit step of `var`, if `e` is affine in it.
+fn coefficient(e: &Expr, var: u64) -> Option<i64> {
+    if !uses(e, var) {
+        return Some(0);
+    }
+    match e.kind() {
+        ExprKind::Var(v) if v.id() == var => Some(1),
+        ExprKind::Binary(BinOp::Add, a, b) => Some(coefficient(a, var)? + coefficient(b, var)?),
+        ExprKind::Binary(BinOp::Sub, a, b) => Some(coefficient(a, var)? - coefficient(b, var)?),
+        ExprKind::Binary(BinOp::Mul, a, b) => match (a.as_int(), b.as_int()) {
+            (Some(k), _) => Some(k * coefficient(b, var)?),
+            (_, Some(k)) => Some(k * coefficient(a, var)?),
+            _ => None,
+        },
+        ExprKind::Neg(a) => Some(-coefficient(a, var)?),
+        _ => None,
+    }
+}
+
+/// The lanes every store of `s` uses, if they agree.
+fn body_lanes(s: &Stmt, func: &crate::tir::PrimFunc) -> Option<i64> {
+    let mut lanes = None;
+    let mut agree = true;
+    s.visit(&mut |x| {
+        if let Stmt::Store { buffer, .. } = x {
+            let l = vector_lanes(func.buffers[*buffer].dtype);
+            match lanes {
+                None => lanes = Some(l),
+                Some(prev) if prev != l => agree = false,
+                _ => {}
+            }
+        }
+    });
+    lanes.filter(|&l| agree && l > 1)
+}
+
+impl FnTranslator<'_, '_, '_> {
+    /// `for var in 0..extent vectorized { body }`.
+    pub fn vector_loop(&mut self, var: &Var, extent: i64, body: &Stmt) -> Result<(), CodegenError> {
+        let Some(lanes) = body_lanes(body, self.func()) else {
+            let start = self.b.ins().iconst(types::I64, 0);
+            let end = self.b.ins().iconst(types::I64, extent);
+            return self.serial_loop(var.id(), start, end, body);
+        };
+        let chunks = extent / lanes;
+        if chunks > 0 && chunks <= MAX_UNROLLED_CHUNKS {
+            for c in 0..chunks {
+                let lane = Lane {
+                    var: var.id(),
+                    lanes,
+                    base: Val::Int(c * lanes),
+                };
+                self.vector_stmt(body, &lane)?;
+            }
+        } else if chunks > 0 {
+            let counter = self.b.declare_var(types::I64);
+            let zero = self.b.ins().iconst(types::I64, 0);
+            self.b.def_var(counter, zero);
+            let body_block = self.b.create_block();
+            let exit = self.b.create_block();
+            self.b.ins().jump(body_block, &[]);
+            self.b.switch_to_block(body_block);
+            let c = self.b.use_var(counter);
+            let base = self.index_scale(Val::Dyn(c), lanes);
+            let lane = Lane {
+                var: var.id(),
+                lanes,
+                base,
+            };
+            self.vector_stmt(body, &lane)?;
+            let current = self.b.use_var(counter);
+            let next = self.b.ins().iadd_imm_s(current, 1);
+            self.b.def_var(counter, next);
+            let more = self.b.ins().icmp_imm_s(
+                cranelift_codegen::ir::condcodes::IntCC::SignedLessThan,
+                next,
+                chunks,
+            );
+            self.b.ins().brif(more, body_block, &[], exit, &[]);
+            self.b.switch_to_block(exit);
+        }
+        for i in chunks * lanes..extent {
+            self.env.insert(var.id(), Binding::Const(i));
+            self.stmt(body)?;
+        }
+        self.env.remove(&var.id());
+        Ok(())
+    }
+
+    fn bind_lane(&mut self, lane: &Lane, i: i64) {
+        let v = self.index_add(lane.base, Val::Int(i));
+        let binding = match v {
+            Val::Int(c) => Binding::Const(c),
+            other => Binding::Value(self.materialize(other, DType::I64)),
+        };
+        self.env.insert(lane.var, binding);
+    }
+
+    /// Runs `s` once per lane, as scalar code.
+    fn per_lane_stmt(&mut self, s: &Stmt, lane: &Lane) -> Result<(), CodegenError> {
+        for i in 0..lane.lanes {
+            self.bind_lane(lane, i);
+            self.stmt(s)?;
+        }
+        self.env.remove(&lane.var);
+        Ok(())
+    }
+
+    fn vector_stmt(&mut self, s: &Stmt, lane: &Lane) -> Result<(), CodegenError> {
+        match s {
+            Stmt::Seq(items) => items.iter().try_for_each(|i| self.vector_stmt(i, lane)),
+            Stmt::Store {
+                buffer,
+                indices,
+                value,
+            } if vector_lanes(self.func().buffers[*buffer].dtype) == lane.lanes => {
+                self.vector_store(*buffer, indices, value, lane)
+            }
+            Stmt::IfThenElse {
+                cond,
+                then,
+                otherwise,
+            } if !uses(cond, lane.var) => {
+                let c = match self.expr(cond, false)? {
+                    Val::Bool(true) => return self.vector_stmt(then, lane),
+                    Val::Bool(false) => {
+                        return otherwise
+                            .as_deref()
+                            .map_or(Ok(()), |o| self.vector_stmt(o, lane));
+                    }
+                    other => self.materialize(other, DType::Bool),
+                };
+                let (then_block, else_block, merge) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.ins().brif(c, then_block, &[], else_block, &[]);
+                self.b.switch_to_block(then_block);
+                self.vector_stmt(then, lane)?;
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(else_block);
+                if let Some(o) = otherwise {
+                    self.vector_stmt(o, lane)?;
+                }
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(merge);
+                Ok(())
+            }
+            other => self.per_lane_stmt(other, lane),
+        }
+    }
+
+    /// The flat index of `indices` in lane 0 and its step per lane.
+    fn lane_index(
+        &mut self,
+        buffer: BufferId,
+        indices: &[Expr],
+        lane: &Lane,
+        speculative: bool,
+    ) -> Result<(Val, Option<i64>), CodegenError> {
+        let shape = self.func().buffers[buffer].shape.clone();
+        let mut step = Some(0i64);
+        let mut stride = 1i64;
+        for (index, extent) in indices.iter().zip(&shape).rev() {
+            step = match (step, coefficient(index, lane.var)) {
+                (Some(s), Some(c)) => Some(s + c * stride),
+                _ => None,
+            };
+            stride *= extent;
+        }
+        self.bind_lane(lane, 0);
+        let flat = self.flat_index(buffer, indices, speculative);
+        self.env.remove(&lane.var);
+        Ok((flat?, step))
+    }
+
+    fn vector_store(
+        &mut self,
+        buffer: BufferId,
+        indices: &[Expr],
+        value: &Expr,
+        lane: &Lane,
+    ) -> Result<(), CodegenError> {
+        let dtype = self.func().buffers[buffer].dtype;
+        let v = self.vexpr(value, lane, false)?;
+        let v = self.as_vector(v, dtype, lane.lanes);
+        let (flat, step) = self.lane_index(buffer, indices, lane, false)?;
+        if step == Some(1) {
+            if let Some(var) = self.promoted_vector(buffer, flat, lane.lanes) {
+                self.b.def_var(var, v);
+                return Ok(());
+            }
+            if let Some(super::memory::Storage::Memory(base)) = self.storage.get(&buffer) {
+                let base = *base;
+                let (addr, offset) = self.address(buffer, base, flat);
+                self.b.ins().store(MemFlagsData::trusted(), v, addr, offset);
+                return Ok(());
+            }
+        }
+        for i in 0..lane.lanes {
+            let x = self.b.ins().extractlane(v, i as u8);
+            self.bind_lane(lane, i);
+            let flat = self.flat_index(buffer, indices, false)?;
+            self.store_value(buffer, flat, x)?;
+        }
+        self.env.remove(&lane.var);
+        Ok(())
+    }
+
+    fn as_vector(&mut self, v: VVal, dtype: DType, lanes: i64) -> Value {
+        match v {
+            VVal::Vector(x) => x,
+            VVal::Uniform(u) => {
+                let x = self.materialize(u, dtype);
+                self.b.ins().splat(group_type(dtype, lanes), x)
+            }
+        }
+    }
+
+    /// `e` computed lane by lane (scalar code) into a vector.
+    fn per_lane(
+        &mut self,
+        e: &Expr,
+        lane: &Lane,
+        speculative: bool,
+    ) -> Result<Value, CodegenError> {
+        let dtype = e.dtype();
+        let mut vector = None;
+        for i in 0..lane.lanes {
+            self.bind_lane(lane, i);
+            let x = self.expr(e, speculative)?;
+            let x = self.materialize(x, dtype);
+            vector = Some(match vector {
+                None => self.b.ins().splat(group_type(dtype, lane.lanes), x),
+                Some(v) => self.b.ins().insertlane(v, x, i as u8),
+            });
+        }
+        self.env.remove(&lane.var);
+        vector.ok_or_else(|| CodegenError::Unsupported("a vector of no lanes".into()))
+    }
+
+    /// `e` in a chunk; its dtype has `lane.lanes` lanes per vector.
+    fn vexpr(&mut self, e: &Expr, lane: &Lane, speculative: bool) -> Result<VVal, CodegenError> {
+        if !uses(e, lane.var) {
+            return Ok(VVal::Uniform(self.expr(e, speculative)?));
+        }
+        let dtype = e.dtype();
+        let ty = group_type(dtype, lane.lanes);
+        Ok(VVal::Vector(match e.kind() {
+            ExprKind::Read(handle, indices) if !speculative => {
+                let buffer = self.buffer_of(handle)?;
+                let (flat, step) = self.lane_index(buffer, indices, lane, false)?;
+                match (step, self.promoted_vector(buffer, flat, lane.lanes)) {
+                    (Some(1), Some(var)) => self.b.use_var(var),
+                    (Some(1), None) if !self.is_promoted(buffer) => {
+                        match self.storage.get(&buffer) {
+                            Some(super::memory::Storage::Memory(base)) => {
+                                let base = *base;
+                                let (addr, offset) = self.address(buffer, base, flat);
+                                self.b.ins().load(ty, MemFlagsData::trusted(), addr, offset)
+                            }
+                            _ => self.per_lane(e, lane, speculative)?,
+                        }
+                    }
+                    _ => self.per_lane(e, lane, speculative)?,
+                }
+            }
+            ExprKind::Binary(op, a, b) if dtype.is_float() => self
+                .vector_float_binary(*op, dtype, a, b, lane, speculative)?
+                .map_or_else(|| self.per_lane(e, lane, speculative), Ok)?,
+            ExprKind::Neg(a) if dtype.is_float() => {
+                let x = self.vexpr(a, lane, speculative)?;
+                let x = self.as_vector(x, dtype, lane.lanes);
+                self.b.ins().fneg(x)
+            }
+            ExprKind::Select {
+                cond,
+                then,
+                otherwise,
+            } => match self.vector_condition(cond, lane, speculative, dtype)? {
+                Some(mask) => {
+                    let t = self.vexpr(then, lane, true)?;
+                    let t = self.as_vector(t, dtype, lane.lanes);
+                    let o = self.vexpr(otherwise, lane, true)?;
+                    let o = self.as_vector(o, dtype, lane.lanes);
+                    self.b.ins().bitselect(mask, t, o)
+                }
+                None => self.per_lane(e, lane, speculative)?,
+            },
+            _ => self.per_lane(e, lane, speculative)?,
+        }))
+    }
+
+    fn vector_float_binary(
+        &mut self,
+        op: BinOp,
+        dtype: DType,
+        a: &Expr,
+        b: &Expr,
+        lane: &Lane,
+        speculative: bool,
+    ) -> Result<Option<Value>, CodegenError> {
+        let lanes = lane.lanes;
+        if op == BinOp::Add && !self.options().strict_fp {
+            let product = match (a.kind(), b.kind()) {
+                (ExprKind::Binary(BinOp::Mul, x, y), _) => Some((x, y, b)),
+                (_, ExprKind::Binary(BinOp::Mul, x, y)) => Some((x, y, a)),
+                _ => None,
+            };
+            if let Some((x, y, z)) = product {
+                let x = self.vexpr(x, lane, speculative)?;
+                let x = self.as_vector(x, dtype, lanes);
+                let y = self.vexpr(y, lane, speculative)?;
+                let y = self.as_vector(y, dtype, lanes);
+                let z = self.vexpr(z, lane, speculative)?;
+                let z = self.as_vector(z, dtype, lanes);
+                return Ok(Some(self.b.ins().fma(x, y, z)));
+            }
+        }
+        if !matches!(
+            op,
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max
+        ) {
+            return Ok(None);
+        }
+        let x = self.vexpr(a, lane, speculative)?;
+        let x = self.as_vector(x, dtype, lanes);
+        let y = self.vexpr(b, lane, speculative)?;
+        let y = self.as_vector(y, dtype, lanes);
+        let ins = self.b.ins();
+        Ok(Some(match op {
+            BinOp::Add => ins.fadd(x, y),
+            BinOp::Sub => ins.fsub(x, y),
+            BinOp::Mul => ins.fmul(x, y),
+            BinOp::Div => ins.fdiv(x, y),
+            BinOp::Min => ins.fmin(x, y),
+            _ => ins.fmax(x, y),
+        }))
+    }
+
+    /// A lane mask (as a vector of `dtype`) for `cond`, when it is a float
+    /// comparison of the chunk's lane width.
+    fn vector_condition(
+        &mut self,
+        cond: &Expr,
+        lane: &Lane,
+        speculative: bool,
+        dtype: DType,
+    ) -> Result<Option<Value>, CodegenError> {
+        let ExprKind::Cmp(op, a, b) = cond.kind() else {
+            return Ok(None);
+        };
+        let operand = a.dtype();
+        if !operand.is_float()
+            || vector_lanes(operand) != lane.lanes
+            || clif_type(operand) != clif_type(dtype)
+        {
+            return Ok(None);
+        }
+        let x = self.vexpr(a, lane, speculative)?;
+        let x = self.as_vector(x, operand, lane.lanes);
+        let y = self.vexpr(b, lane, speculative)?;
+        let y = self.as_vector(y, operand, lane.lanes);
+        let mask = self.b.ins().fcmp(super::expr::float_cc(*op), x, y);
+        let flags = MemFlagsData::new().with_endianness(Endianness::Little);
+        Ok(Some(self.b.ins().bitcast(
+            group_type(dtype, lane.lanes),
+            flags,
+            mask,
+        )))
+    }
+}
