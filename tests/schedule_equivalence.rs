@@ -273,6 +273,27 @@ fn cache_read_copy() {
 }
 
 #[test]
+fn packing_at_an_outer_loop_of_the_consumers_host() {
+    let dag = build("matmul", &[("M", 10), ("N", 13), ("K", 7)]);
+    check_steps(
+        "matmul packed B panel",
+        &dag,
+        &steps(
+            r#"[
+            {"kind": "cache_write", "stage": "C"},
+            {"kind": "cache_read", "stage": "B", "readers": ["C.local"]},
+            {"kind": "split", "stage": "C", "iter": "i0", "factors": [4]},
+            {"kind": "split", "stage": "C", "iter": "i1", "factors": [8]},
+            {"kind": "reorder", "stage": "C", "order": ["i1.0", "i0.0", "i0.1", "i1.1"]},
+            {"kind": "compute_at", "stage": "C.local", "target": "C", "iter": "i0.0"},
+            {"kind": "compute_at", "stage": "B.local", "target": "C", "iter": "i1.0"},
+            {"kind": "reorder", "stage": "C.local", "order": ["k", "i0", "i1"]}
+        ]"#,
+        ),
+    );
+}
+
+#[test]
 fn replay_is_deterministic_and_json_round_trips() {
     let dag = build("conv2d", &[("C", 2), ("H", 6), ("W", 6), ("K", 3)]);
     let mut rng = StdRng::seed_from_u64(99);

@@ -198,7 +198,7 @@ fn placement_rules() {
         r#"[{"kind": "compute_at", "stage": "dense", "target": "relu", "iter": "i0"}]"#,
     );
     assert!(k.to_string().contains(
-        "'dense' can only be computed at a loop of its single consumer; it is read by bias_add"
+        "'dense' can only be computed at a loop of its single consumer, or of a stage that consumer is computed inside; it is read by bias_add"
     ));
     let k = failing(
         &dense,

@@ -6,6 +6,7 @@ use std::path::Path;
 use super::error::CliError;
 use crate::ops;
 use crate::schedule::{State, steps_from_json};
+use crate::te::ComputeDag;
 use crate::tir;
 
 /// `tessera ops`: one line per op — name, parameters with defaults, description.
@@ -43,23 +44,7 @@ pub(crate) fn show(
     let op = ops::find(op_name)?;
     let shape = op.parse_shape(shape_text)?;
     let dag = op.build(&shape)?;
-    let state = match schedule {
-        None => State::new(&dag),
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| CliError::Read {
-                path: path.into(),
-                source,
-            })?;
-            let steps = steps_from_json(&text).map_err(|source| CliError::ScheduleParse {
-                path: path.into(),
-                source,
-            })?;
-            State::replay(&dag, &steps).map_err(|source| CliError::ScheduleApply {
-                path: path.into(),
-                source,
-            })?
-        }
-    };
+    let state = load_state(&dag, schedule)?;
     let func = tir::lower(&state)?;
     let key = dag.workload_key();
     let describe = |tensors: Vec<&crate::te::Tensor>| -> String {
@@ -86,4 +71,23 @@ pub(crate) fn show(
     let _ = writeln!(out, "schedule:\n{}", state.to_text());
     let _ = write!(out, "loop IR:\n{func}");
     Ok(out)
+}
+
+/// The state of `schedule` (a JSON step file) on `dag`, or the default one.
+pub(crate) fn load_state(dag: &ComputeDag, schedule: Option<&Path>) -> Result<State, CliError> {
+    let Some(path) = schedule else {
+        return Ok(State::new(dag));
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| CliError::Read {
+        path: path.into(),
+        source,
+    })?;
+    let steps = steps_from_json(&text).map_err(|source| CliError::ScheduleParse {
+        path: path.into(),
+        source,
+    })?;
+    State::replay(dag, &steps).map_err(|source| CliError::ScheduleApply {
+        path: path.into(),
+        source,
+    })
 }

@@ -41,4 +41,18 @@ pub enum CliError {
     /// Lowering failed.
     #[error(transparent)]
     Lower(#[from] LowerError),
+    /// Code generation failed.
+    #[error(transparent)]
+    Codegen(#[from] crate::codegen::CodegenError),
+    /// A compiled kernel could not be run.
+    #[error(transparent)]
+    Kernel(#[from] crate::codegen::KernelError),
+    /// The compiled schedule does not compute what the untuned one computes.
+    #[error("verification failed: max relative error {error:.3e} exceeds {tolerance:.1e}")]
+    Verification {
+        /// The largest relative error.
+        error: f64,
+        /// The tolerance.
+        tolerance: f64,
+    },
 }

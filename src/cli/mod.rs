@@ -1,8 +1,11 @@
 //! The `tessera` command line. [`run`] is public so that a user crate can
 //! ship its own binary with the same commands.
 
+mod bench;
 mod commands;
 mod error;
+mod peers;
+mod timing;
 
 pub use error::CliError;
 
@@ -34,6 +37,37 @@ enum Command {
         #[arg(long)]
         schedule: Option<std::path::PathBuf>,
     },
+    /// Compile a schedule, verify it, time it, and compare it with the
+    /// untuned schedule and (for matrix products) the matrixmultiply and gemm crates.
+    Bench {
+        /// The operator (see `tessera ops`).
+        op: String,
+        /// Shape parameters, e.g. `M=1024,N=1024,K=1024`.
+        #[arg(long, default_value = "")]
+        shape: String,
+        /// A JSON step list (default: the untuned schedule).
+        #[arg(long)]
+        schedule: Option<std::path::PathBuf>,
+        /// Threads for parallel loops (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Cranelift optimisation level.
+        #[arg(long, value_enum, default_value_t = OptArg::Speed)]
+        opt_level: OptArg,
+        /// Timing repeats.
+        #[arg(long, default_value_t = 7)]
+        repeat: usize,
+    },
+}
+
+/// `--opt-level` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum OptArg {
+    None,
+    Speed,
 }
 
 /// Runs the command line on the process arguments; returns the exit code.
@@ -63,6 +97,26 @@ where
             shape,
             schedule,
         } => commands::show(&op, &shape, schedule.as_deref()),
+        Command::Bench {
+            op,
+            shape,
+            schedule,
+            threads,
+            json,
+            opt_level,
+            repeat,
+        } => bench::bench(&bench::BenchArgs {
+            op: &op,
+            shape: &shape,
+            schedule: schedule.as_deref(),
+            threads: threads.unwrap_or_else(crate::runtime::num_threads),
+            json,
+            opt_level: match opt_level {
+                OptArg::None => crate::codegen::OptLevel::None,
+                OptArg::Speed => crate::codegen::OptLevel::Speed,
+            },
+            repeat,
+        }),
     };
     match result {
         Ok(text) => {

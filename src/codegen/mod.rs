@@ -8,6 +8,7 @@ mod kernel;
 pub(crate) mod math;
 mod math_shim;
 mod options;
+pub mod peak;
 mod translate;
 
 pub use error::{CodegenError, KernelError};

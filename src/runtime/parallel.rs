@@ -56,7 +56,7 @@ struct Shared {
 /// # Safety
 /// Called by compiled code: `body` must be an outlined loop body and `ptrs`,
 /// `values` valid for its whole run.
-pub extern "C" fn tessera_parallel_for(
+pub unsafe extern "C" fn tessera_parallel_for(
     body: LoopBody,
     ptrs: *const *mut u8,
     values: *const i64,
@@ -111,7 +111,10 @@ pub extern "C" fn tessera_alloc(bytes: i64) -> *mut u8 {
 }
 
 /// Frees memory from [`tessera_alloc`].
-pub extern "C" fn tessera_free(ptr: *mut u8) {
+///
+/// # Safety
+/// `ptr` must be null or come from [`tessera_alloc`], and not be freed twice.
+pub unsafe extern "C" fn tessera_free(ptr: *mut u8) {
     if ptr.is_null() {
         return;
     }

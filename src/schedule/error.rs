@@ -141,7 +141,7 @@ pub enum StepErrorKind {
     },
     /// compute_at into a stage that is not the producer's only consumer.
     #[error(
-        "'{stage}' can only be computed at a loop of its single consumer; it is read by {consumers}"
+        "'{stage}' can only be computed at a loop of its single consumer, or of a stage that consumer is computed inside; it is read by {consumers}"
     )]
     NotTheConsumer {
         /// The producer.

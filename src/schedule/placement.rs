@@ -57,10 +57,35 @@ impl State {
         Ok(())
     }
 
+    /// Whether stage `stage` is `host` or is computed (directly or through
+    /// other stages) at loop `iter` of `host` or at a loop inside it.
+    pub(crate) fn computed_within(&self, stage: usize, host: usize, iter: IterId) -> bool {
+        if stage == host {
+            return true;
+        }
+        let position = |s: usize, it: IterId| self.stages[s].leaves.iter().position(|&l| l == it);
+        let Some(limit) = position(host, iter) else {
+            return false;
+        };
+        let mut current = stage;
+        while let ComputeAt::At {
+            stage: up,
+            iter: at,
+        } = self.stages[current].compute_at
+        {
+            if up == host {
+                return position(host, at).is_some_and(|p| p >= limit);
+            }
+            current = up;
+        }
+        false
+    }
+
     /// The invariants every state keeps; checked after each step.
     ///
     /// - A stage computed at a loop is computed at a current, non-vectorized
-    ///   loop of its single (effective) consumer, which is not inlined.
+    ///   loop of its single (effective) consumer, which is not inlined, or at
+    ///   a loop of a stage that consumer is computed inside (packing).
     /// - A vectorized loop is the innermost loop of its stage.
     pub(crate) fn check_invariants(&self) -> Result<(), StepErrorKind> {
         for (index, stage) in self.stages.iter().enumerate() {
@@ -72,7 +97,11 @@ impl State {
                     });
                 }
                 let consumers = self.effective_consumers(index);
-                if consumers != [host] {
+                let inside = match consumers.as_slice() {
+                    [c] => self.computed_within(*c, host, iter),
+                    _ => false,
+                };
+                if !inside {
                     let names: Vec<&str> = consumers
                         .iter()
                         .map(|&c| self.stages[c].name.as_str())

@@ -100,8 +100,13 @@ pub fn propose<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
             }
         }
         63..75 => {
-            let consumers = state.effective_consumers(s);
-            let target = *pick(&consumers, rng)?;
+            let mut hosts = state.effective_consumers(s);
+            if let [c] = hosts.as_slice()
+                && let ComputeAt::At { stage: up, .. } = stages[*c].compute_at
+            {
+                hosts.push(up);
+            }
+            let target = *pick(&hosts, rng)?;
             let t = &stages[target];
             let t_leaves: Vec<String> = t.leaves.iter().map(|&l| t.iters[l].name.clone()).collect();
             Step::ComputeAt {

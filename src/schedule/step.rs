@@ -81,8 +81,9 @@ pub enum Step {
         /// The largest loop nest (in iterations) to unroll.
         auto_unroll_max_step: u32,
     },
-    /// Computes `stage` inside loop `iter` of `target` (its only consumer),
-    /// just the region that one iteration needs.
+    /// Computes `stage` inside loop `iter` of `target` (its only consumer, or
+    /// a stage that consumer is computed inside), just the region that one
+    /// iteration needs.
     ComputeAt {
         /// The producer.
         stage: String,

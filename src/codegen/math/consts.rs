@@ -13,7 +13,7 @@ use cranelift_frontend::FunctionBuilder;
 const SIGN_BIT: u32 = 0x8000_0000;
 
 /// A 16-byte constant with `lane` repeated four times, as a `vconst` of type
-/// `ty` (a constant-pool load, foldable into the using instruction).
+/// `ty` (on x86 a load from the function's constant pool).
 fn splat_bits(builder: &mut FunctionBuilder<'_>, ty: types::Type, lane: u32) -> Value {
     let bytes: Vec<u8> = (0..4).flat_map(|_| lane.to_le_bytes()).collect();
     let handle = builder.func.dfg.constants.insert(ConstantData::from(bytes));
@@ -46,7 +46,8 @@ pub(super) fn from_bits(builder: &mut FunctionBuilder<'_>, v: Value) -> Value {
 }
 
 /// The lane mask of `a <cc> b` as an `f32x4` (all ones where it holds), the
-/// form `bitselect` takes; x86 lowers `bitselect` on it to one `blendvps`.
+/// form `bitselect` takes (its operands all have one type); x86 lowers a
+/// `bitselect` on such a mask to a single blend instruction.
 pub(super) fn mask(builder: &mut FunctionBuilder<'_>, cc: FloatCC, a: Value, b: Value) -> Value {
     let m = builder.ins().fcmp(cc, a, b);
     from_bits(builder, m)

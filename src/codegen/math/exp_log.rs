@@ -2,10 +2,10 @@
 //! polynomials with fused multiply-adds).
 
 use cranelift_codegen::ir::condcodes::FloatCC;
-use cranelift_codegen::ir::{InstBuilder, Value};
+use cranelift_codegen::ir::{InstBuilder, Value, types};
 use cranelift_frontend::FunctionBuilder;
 
-use super::consts::{clamp_above, f32_bits, f32s, from_bits, horner, i32s, mask, select, to_bits};
+use super::consts::{clamp_above, f32s, from_bits, horner, i32s, mask, select, to_bits};
 
 /// Inputs above this overflow to +inf (ln(f32::MAX) ≈ 88.7228).
 const EXP_HI: f32 = 89.0;
@@ -163,9 +163,7 @@ pub(super) fn log_f32x4(builder: &mut FunctionBuilder<'_>, x_in: Value) -> Value
     let half_bits = i32s(builder, 0.5f32.to_bits() as i32);
     let m_bits = builder.ins().bor(mant, half_bits);
     let m = from_bits(builder, m_bits);
-    let e = builder
-        .ins()
-        .fcvt_from_sint(cranelift_codegen::ir::types::F32X4, e);
+    let e = builder.ins().fcvt_from_sint(types::F32X4, e);
 
     // if m < sqrt(1/2): e −= 1, f = 2m − 1; else f = m − 1.
     let sqrt_half = f32s(builder, SQRT_HALF);
@@ -199,6 +197,6 @@ pub(super) fn log_f32x4(builder: &mut FunctionBuilder<'_>, x_in: Value) -> Value
     let neg_inf = f32s(builder, f32::NEG_INFINITY);
     let r = select(builder, is_zero, neg_inf, r);
     let invalid = mask(builder, FloatCC::UnorderedOrLessThan, x_in, zero);
-    let nan = f32_bits(builder, f32::NAN.to_bits());
+    let nan = f32s(builder, f32::NAN);
     select(builder, invalid, nan, r)
 }

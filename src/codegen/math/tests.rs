@@ -187,15 +187,23 @@ fn f32_kernels_are_accurate_and_scalar_matches_vector() {
     }
 }
 
+/// The same bits at `opt_level=none`, and without native FMA (libcalls).
 #[test]
-fn f32_kernels_compile_and_agree_without_optimisation() {
+fn f32_kernels_agree_across_opt_levels_and_without_fma() {
     let xs = sample_inputs();
     for (f, _, _) in F32_FUNCTIONS {
         for ty in [types::F32, types::F32X4] {
             let fast = compile(f, ty, Opt::Speed).map(&xs);
-            let plain = compile(f, ty, Opt::None).map(&xs);
-            for ((x, a), b) in xs.iter().zip(&fast).zip(&plain) {
-                assert_eq!(a.to_bits(), b.to_bits(), "{} {ty} at {x:e}", f.name());
+            for opt in [Opt::None, Opt::SpeedNoFma] {
+                let other = compile(f, ty, opt).map(&xs);
+                for ((x, a), b) in xs.iter().zip(&fast).zip(&other) {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{} {ty} {opt:?} at {x:e}",
+                        f.name()
+                    );
+                }
             }
         }
     }

@@ -112,22 +112,31 @@ impl Lowering<'_> {
 
     /// The region of stage `index` needed by one iteration of loop `iter` of
     /// `host`: per dimension an offset, the extents, and whether it is a region.
+    ///
+    /// The reads come from the stage's consumer, which is `host` itself or a
+    /// stage computed (directly or through others) inside `iter`; every loop
+    /// inside `iter` — the host's inner loops and all loops of the stages in
+    /// between — ranges over its whole extent.
     fn infer_region(&self, index: usize, host: usize, iter: IterId) -> (Vec<Expr>, Vec<i64>, bool) {
         let stages = self.state.stages();
         let producer = &stages[index].tensor;
-        let host_stage = &stages[host];
-        let host_layout = &self.layouts[host];
         let full = producer.shape().to_vec();
-        let Some(rule) = &host_stage.compute else {
-            return (vec![Expr::i64(0); full.len()], full, false);
+        let whole = (vec![Expr::i64(0); full.len()], full.clone(), false);
+        let consumer = match self.state.effective_consumers(index).as_slice() {
+            [c] => *c,
+            _ => return whole,
+        };
+        let (consumer_stage, consumer_layout) = (&stages[consumer], &self.layouts[consumer]);
+        let Some(rule) = &consumer_stage.compute else {
+            return whole;
         };
         let mut map: HashMap<u64, Expr> = HashMap::new();
         for (d, v) in rule.axes.iter().enumerate() {
-            map.insert(v.id(), host_layout.global(d));
+            map.insert(v.id(), consumer_layout.global(d));
         }
         if let Some(r) = rule.reduction() {
             for (n, v) in r.axes.iter().enumerate() {
-                if let Some(root) = host_layout.roots.get(rule.axes.len() + n) {
+                if let Some(root) = consumer_layout.roots.get(rule.axes.len() + n) {
                     map.insert(v.id(), root.clone());
                 }
             }
@@ -140,15 +149,26 @@ impl Lowering<'_> {
                 reads.push(idx.iter().map(|i| i.substitute(&map)).collect());
             }
         });
+        let mut inner: HashSet<u64> = HashSet::new();
+        let mut stage = consumer;
+        while stage != host {
+            inner.extend(self.layouts[stage].leaf_vars.values().map(Var::id));
+            match stages[stage].compute_at {
+                ComputeAt::At { stage: up, .. } => stage = up,
+                _ => return whole,
+            }
+        }
+        let host_stage = &stages[host];
         let position = host_stage
             .leaves
             .iter()
             .position(|&l| l == iter)
             .unwrap_or(0);
-        let inner: HashSet<u64> = host_stage.leaves[position + 1..]
-            .iter()
-            .filter_map(|l| host_layout.leaf_vars.get(l).map(Var::id))
-            .collect();
+        inner.extend(
+            host_stage.leaves[position + 1..]
+                .iter()
+                .filter_map(|l| self.layouts[host].leaf_vars.get(l).map(Var::id)),
+        );
         let mut offsets = Vec::new();
         let mut extents = Vec::new();
         let mut region = false;

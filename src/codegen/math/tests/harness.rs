@@ -20,6 +20,8 @@ use crate::te::Intrinsic;
 pub(super) enum Opt {
     None,
     Speed,
+    /// `speed`, with the ISA's `has_fma` off: every `fma` is a libcall.
+    SpeedNoFma,
 }
 
 /// A compiled `fn(x, y, out, n)`: `out[i] = f(x[i], y[i])` for `i < n`
@@ -94,7 +96,7 @@ pub(super) fn jit_module(opt: Opt, extra: &[(&'static str, *const u8)]) -> JITMo
     let mut flags = settings::builder();
     let level = match opt {
         Opt::None => "none",
-        Opt::Speed => "speed",
+        Opt::Speed | Opt::SpeedNoFma => "speed",
     };
     flags.set("opt_level", level).expect("opt_level");
     flags
@@ -104,8 +106,11 @@ pub(super) fn jit_module(opt: Opt, extra: &[(&'static str, *const u8)]) -> JITMo
         .set("use_colocated_libcalls", "false")
         .expect("colocated");
     flags.set("is_pic", "false").expect("is_pic");
-    let isa = cranelift_native::builder()
-        .expect("host ISA")
+    let mut isa_builder = cranelift_native::builder().expect("host ISA");
+    if opt == Opt::SpeedNoFma {
+        isa_builder.set("has_fma", "false").expect("has_fma");
+    }
+    let isa = isa_builder
         .finish(settings::Flags::new(flags))
         .expect("ISA flags");
     let mut builder = JITBuilder::with_isa(isa, default_libcall_names());

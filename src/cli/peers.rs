@@ -1,0 +1,132 @@
+//! Rust GEMM peers on the same inputs: `matrixmultiply` (single thread) and
+//! `gemm` (rayon, the requested threads), for the matrix-product ops.
+
+use gemm::Parallelism;
+
+use crate::runtime::NdBuffer;
+
+/// A product `C[b] = A[b] · B[b]` described by strides (in elements).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Product {
+    pub batch: usize,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// Row and column strides of A.
+    pub a: (isize, isize),
+    /// Row and column strides of B.
+    pub b: (isize, isize),
+    /// Elements between consecutive batches of A, B and C.
+    pub batch_strides: (usize, usize, usize),
+}
+
+impl Product {
+    /// The product an op computes, if it is one (C row-major `m × n`).
+    pub fn of(op: &str, get: &dyn Fn(&str) -> usize) -> Option<Product> {
+        let (m, n, k) = (get("M"), get("N"), get("K"));
+        let plain = |b: (isize, isize)| Product {
+            batch: 1,
+            m,
+            n,
+            k,
+            a: (k as isize, 1),
+            b,
+            batch_strides: (0, 0, 0),
+        };
+        match op {
+            "matmul" => Some(plain((n as isize, 1))),
+            "matmul_nt" | "dense" => Some(plain((1, k as isize))),
+            "batch_matmul" => Some(Product {
+                batch: get("B"),
+                batch_strides: (m * k, k * n, m * n),
+                ..plain((n as isize, 1))
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Runs `p` with `matrixmultiply::sgemm` into `c`.
+pub(crate) fn matrixmultiply(p: &Product, a: &NdBuffer, b: &NdBuffer, c: &mut NdBuffer) {
+    let (Some(a), Some(b)) = (a.as_f32(), b.as_f32()) else {
+        return;
+    };
+    let Some(c) = c.as_f32_mut() else { return };
+    for batch in 0..p.batch {
+        let (oa, ob, oc) = (
+            batch * p.batch_strides.0,
+            batch * p.batch_strides.1,
+            batch * p.batch_strides.2,
+        );
+        // SAFETY: the strides describe `m × k`, `k × n` and `m × n` matrices
+        // inside the buffers (checked by the caller's shapes).
+        unsafe {
+            matrixmultiply::sgemm(
+                p.m,
+                p.k,
+                p.n,
+                1.0,
+                a.as_ptr().add(oa),
+                p.a.0,
+                p.a.1,
+                b.as_ptr().add(ob),
+                p.b.0,
+                p.b.1,
+                0.0,
+                c.as_mut_ptr().add(oc),
+                p.n as isize,
+                1,
+            );
+        }
+    }
+}
+
+/// Runs `p` with the `gemm` crate on `threads` threads into `c`.
+pub(crate) fn gemm_crate(
+    p: &Product,
+    a: &NdBuffer,
+    b: &NdBuffer,
+    c: &mut NdBuffer,
+    threads: usize,
+) {
+    let (Some(a), Some(b)) = (a.as_f32(), b.as_f32()) else {
+        return;
+    };
+    let Some(c) = c.as_f32_mut() else { return };
+    let parallelism = if threads > 1 {
+        Parallelism::Rayon(threads)
+    } else {
+        Parallelism::None
+    };
+    for batch in 0..p.batch {
+        let (oa, ob, oc) = (
+            batch * p.batch_strides.0,
+            batch * p.batch_strides.1,
+            batch * p.batch_strides.2,
+        );
+        // SAFETY: as in `matrixmultiply`; `gemm` takes column then row strides.
+        unsafe {
+            gemm::gemm(
+                p.m,
+                p.n,
+                p.k,
+                c.as_mut_ptr().add(oc),
+                1,
+                p.n as isize,
+                false,
+                a.as_ptr().add(oa),
+                p.a.1,
+                p.a.0,
+                b.as_ptr().add(ob),
+                p.b.1,
+                p.b.0,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                parallelism,
+            );
+        }
+    }
+}
