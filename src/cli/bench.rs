@@ -33,7 +33,7 @@ fn compile(state: &State, opt_level: OptLevel) -> Result<Kernel, CliError> {
         &func,
         &CodegenOptions {
             opt_level,
-            strict_fp: false,
+            ..CodegenOptions::default()
         },
     )?)
 }

@@ -116,9 +116,11 @@ pub fn compile(func: &PrimFunc, options: &CodegenOptions) -> Result<Kernel, Code
         t.stmt(&func.body)?;
         t.finish()?;
     }
+    ctx.set_disasm(options.listing);
     module
         .define_function(id, &mut ctx)
         .map_err(|e| CodegenError::Cranelift(format!("{e:?}")))?;
+    let listing = ctx.compiled_code().and_then(|c| c.vcode.clone());
     module
         .finalize_definitions()
         .map_err(|e| CodegenError::Cranelift(e.to_string()))?;
@@ -137,12 +139,14 @@ pub fn compile(func: &PrimFunc, options: &CodegenOptions) -> Result<Kernel, Code
             }
         })
         .collect();
-    Ok(Kernel::new(
+    let mut kernel = Kernel::new(
         name.to_string(),
         module,
         entry,
         params,
         func.num_inputs,
         start.elapsed(),
-    ))
+    );
+    kernel.set_listing(listing);
+    Ok(kernel)
 }

@@ -32,6 +32,7 @@ pub struct Kernel {
     params: Vec<KernelParam>,
     num_inputs: usize,
     compile_time: Duration,
+    listing: Option<String>,
 }
 
 impl Kernel {
@@ -50,7 +51,18 @@ impl Kernel {
             params,
             num_inputs,
             compile_time,
+            listing: None,
         }
+    }
+
+    pub(crate) fn set_listing(&mut self, listing: Option<String>) {
+        self.listing = listing;
+    }
+
+    /// The machine-code listing of the entry function, if it was requested
+    /// with [`CodegenOptions::listing`](super::CodegenOptions::listing).
+    pub fn listing(&self) -> Option<&str> {
+        self.listing.as_deref()
     }
 
     /// The kernel's name.

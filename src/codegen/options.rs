@@ -18,4 +18,6 @@ pub struct CodegenOptions {
     pub opt_level: OptLevel,
     /// Bit-stable floating point: no FMA contraction.
     pub strict_fp: bool,
+    /// Keep the machine-code listing of the entry function ([`Kernel::listing`](super::Kernel::listing)).
+    pub listing: bool,
 }
