@@ -1,13 +1,15 @@
 //! Code generation options.
 
-/// Cranelift's optimisation level (a tunable: `speed` can spill tiled
-/// kernels and compiles much slower; measure both).
+/// Cranelift's optimisation level. `speed` is the default: measured on the
+/// committed tiled schedules (1 thread, 1024³ matmul and 56×56×64 conv2d) it
+/// runs 2.8× and 6× faster than `none` and compiles in about the same time
+/// (1–5 ms); `none` remains a tunable knob.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum OptLevel {
-    /// No mid-end optimisation (fast compiles).
-    #[default]
+    /// No mid-end optimisation.
     None,
     /// Cranelift's `speed` level.
+    #[default]
     Speed,
 }
 

@@ -181,7 +181,7 @@ impl Lowering<'_> {
         let value = self.localize(&self.expand_inline(source).substitute(&map));
         let (spatial_pred, reduce_pred) = self.predicates(index);
         let leaves = stage.leaves.clone();
-        let own_vars: Vec<u64> = layout.leaf_vars.values().map(Var::id).collect();
+        let mut own_vars: Vec<u64> = layout.leaf_vars.values().map(Var::id).collect();
         let max_step = stage.auto_unroll_max_step;
 
         let mut nest = match reduction {
@@ -217,13 +217,14 @@ impl Lowering<'_> {
                     },
                 );
                 let update = self.wrap_loops(index, &leaves[first_reduce..], update);
-                let init = self.emit_init(
+                let (init, init_vars) = self.emit_init(
                     index,
                     &leaves[first_reduce..],
                     store_index,
                     spatial_pred,
                     identity(r.op, stage.tensor.dtype()),
                 );
+                own_vars.extend(init_vars);
                 self.wrap_loops(
                     index,
                     &leaves[..first_reduce],
@@ -238,7 +239,8 @@ impl Lowering<'_> {
     }
 
     /// Stores `identity` at every spatial point of the loops `leaves` (fresh
-    /// copies of the spatial ones; the reduction loops are skipped).
+    /// copies of the spatial ones; the reduction loops are skipped). Returns
+    /// the nest and the ids of its loop variables.
     fn emit_init(
         &mut self,
         index: usize,
@@ -246,7 +248,7 @@ impl Lowering<'_> {
         store_index: Vec<Expr>,
         pred: Vec<Expr>,
         identity: Expr,
-    ) -> Stmt {
+    ) -> (Stmt, Vec<u64>) {
         let stage = &self.state.stages()[index];
         let mut copies: Vec<(IterId, Var)> = Vec::new();
         for &leaf in leaves {
@@ -269,6 +271,7 @@ impl Lowering<'_> {
         };
         let cond = conjunction(pred.iter().map(|p| p.substitute(&map)).collect());
         let mut body = guarded(cond, store);
+        let ids = copies.iter().map(|(_, v)| v.id()).collect();
         for (leaf, var) in copies.into_iter().rev() {
             body = Stmt::For {
                 extent: var.extent(),
@@ -277,6 +280,6 @@ impl Lowering<'_> {
                 body: Box::new(body),
             };
         }
-        body
+        (body, ids)
     }
 }
