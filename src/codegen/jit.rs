@@ -17,7 +17,7 @@ use crate::tir::PrimFunc;
 
 use super::error::CodegenError;
 use super::kernel::{EntryFn, Kernel, KernelParam};
-use super::math_shim::host_symbols;
+use super::math::host_symbols;
 use super::options::{CodegenOptions, OptLevel};
 use super::translate::memory_storage;
 use super::translate::{FnTranslator, Shared};

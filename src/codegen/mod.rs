@@ -6,7 +6,6 @@ mod error;
 mod jit;
 mod kernel;
 pub(crate) mod math;
-mod math_shim;
 mod options;
 pub mod peak;
 mod translate;

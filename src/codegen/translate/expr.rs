@@ -7,7 +7,7 @@ use cranelift_codegen::ir::{InstBuilder, Value, condcodes::FloatCC, condcodes::I
 use crate::te::{BinOp, CmpOp, Const, DType, Expr, ExprKind};
 
 use super::super::error::CodegenError;
-use super::super::math_shim::emit_intrinsic;
+use super::super::math::emit_intrinsic;
 use super::value::wrap;
 use super::{Binding, FnTranslator, Val, clif_type};
 

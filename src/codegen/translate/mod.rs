@@ -18,7 +18,7 @@ use crate::te::DType;
 use crate::tir::{BufferId, ForKind, PrimFunc, Stmt};
 
 use super::error::CodegenError;
-use super::math_shim::Imports;
+use super::math::Imports;
 use super::options::CodegenOptions;
 use memory::Storage;
 pub(crate) use value::Val;

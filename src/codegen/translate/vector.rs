@@ -5,8 +5,8 @@
 //! expression that does not use it is computed once (scalar, splat where
 //! needed). Loads and stores whose flat index moves by exactly one element
 //! per lane are contiguous vector accesses; others gather or scatter lane by
-//! lane. Float arithmetic, FMA, comparisons with select, and negation are
-//! vector operations; anything else is computed lane by lane. A statement a
+//! lane. Float arithmetic, FMA, comparisons with select, negation and math
+//! intrinsics are vector operations; anything else is computed lane by lane. A statement a
 //! chunk cannot run as vectors (a condition that varies across lanes) runs
 //! lane by lane.
 
@@ -16,6 +16,7 @@ use crate::te::{BinOp, DType, Expr, ExprKind, Var};
 use crate::tir::{BufferId, Stmt};
 
 use super::super::error::CodegenError;
+use super::super::math::emit_intrinsic;
 use super::memory::{group_type, vector_lanes};
 use super::{Binding, FnTranslator, Val, clif_type};
 
@@ -316,6 +317,14 @@ impl FnTranslator<'_, '_, '_> {
                 let x = self.vexpr(a, lane, speculative)?;
                 let x = self.as_vector(x, dtype, lane.lanes);
                 self.b.ins().fneg(x)
+            }
+            ExprKind::Call(f, args) if dtype.is_float() => {
+                let mut values = Vec::with_capacity(args.len());
+                for a in args {
+                    let v = self.vexpr(a, lane, speculative)?;
+                    values.push(self.as_vector(v, dtype, lane.lanes));
+                }
+                emit_intrinsic(&mut self.b, &mut self.imports, *f, &values)
             }
             ExprKind::Select {
                 cond,
