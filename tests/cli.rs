@@ -140,3 +140,48 @@ fn unknown_subcommand_exits_2() {
     let out = tessera(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn bench_reports_gflops_peak_and_peers_as_json() {
+    let out = tessera(&[
+        "bench",
+        "matmul",
+        "--shape",
+        "M=48,N=40,K=24",
+        "--schedule",
+        "examples/schedules/matmul_tiled.json",
+        "--threads",
+        "1",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    for key in [
+        "gflops",
+        "peak_gflops",
+        "peak_fraction",
+        "compile_ms",
+        "clock_ghz",
+    ] {
+        let v = report[key].as_f64().unwrap_or(-1.0);
+        assert!(v > 0.0, "{key} = {v}");
+    }
+    assert!(report["max_rel_error"].as_f64().is_some_and(|e| e < 1e-4));
+    for peer in ["matrixmultiply", "gemm"] {
+        assert!(
+            report["peers"][peer].as_f64().is_some_and(|g| g > 0.0),
+            "{peer}"
+        );
+    }
+}
+
+#[test]
+fn bench_rejects_a_bad_schedule_file() {
+    assert_rejected(
+        &["bench", "matmul", "--schedule", "/nonexistent/steps.json"],
+        &["cannot read /nonexistent/steps.json"],
+    );
+}

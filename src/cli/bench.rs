@@ -25,14 +25,16 @@ pub(crate) struct BenchArgs<'a> {
     pub json: bool,
     pub opt_level: OptLevel,
     pub repeat: usize,
+    pub strict_fp: bool,
 }
 
-fn compile(state: &State, opt_level: OptLevel) -> Result<Kernel, CliError> {
+fn compile(state: &State, args: &BenchArgs) -> Result<Kernel, CliError> {
     let func = tir::lower(state)?;
     Ok(codegen::compile(
         &func,
         &CodegenOptions {
-            opt_level,
+            opt_level: args.opt_level,
+            strict_fp: args.strict_fp,
             ..CodegenOptions::default()
         },
     )?)
@@ -72,13 +74,18 @@ fn max_rel_error(got: &[f64], want: &[f64]) -> f64 {
 
 /// `tessera bench`.
 pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "warning: this is a debug build of tessera; timings are not representative (build with --release)"
+        );
+    }
     let op = ops::find(args.op)?;
     let shape = op.parse_shape(args.shape)?;
     let dag = op.build(&shape)?;
     let state = super::commands::load_state(&dag, args.schedule)?;
     runtime::set_num_threads(args.threads);
-    let kernel = compile(&state, args.opt_level)?;
-    let baseline = compile(&State::new(&dag), args.opt_level)?;
+    let kernel = compile(&state, args)?;
+    let baseline = compile(&State::new(&dag), args)?;
     let inputs: Vec<HostTensor> = dag
         .inputs()
         .iter()
@@ -138,6 +145,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
         "shape": shape.to_text(),
         "threads": args.threads,
         "opt_level": format!("{:?}", args.opt_level).to_lowercase(),
+        "strict_fp": args.strict_fp,
         "gflops": gflops,
         "median_ms": tuned.median * 1e3,
         "min_ms": tuned.min * 1e3,

@@ -60,6 +60,9 @@ enum Command {
         /// Timing repeats.
         #[arg(long, default_value_t = 7)]
         repeat: usize,
+        /// Bit-stable floating point: no FMA contraction.
+        #[arg(long)]
+        strict_fp: bool,
     },
 }
 
@@ -105,6 +108,7 @@ where
             json,
             opt_level,
             repeat,
+            strict_fp,
         } => bench::bench(&bench::BenchArgs {
             op: &op,
             shape: &shape,
@@ -116,6 +120,7 @@ where
                 OptArg::Speed => crate::codegen::OptLevel::Speed,
             },
             repeat,
+            strict_fp,
         }),
     };
     match result {

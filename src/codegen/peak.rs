@@ -73,7 +73,7 @@ pub fn measure_clock_ghz() -> Result<f64, CodegenError> {
     let code = module.get_finalized_function(id);
     // SAFETY: defined just above with this signature.
     let chain: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(code) };
-    let iterations = 200_000i64;
+    let iterations = 40_000i64;
     let mut samples = Vec::new();
     for _ in 0..15 {
         let start = Instant::now();
