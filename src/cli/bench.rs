@@ -117,6 +117,11 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
         return Err(CliError::Verification { error, tolerance });
     }
     let flops = dag.flop_count() as f64;
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "warning: this is a debug build of tessera; timings are not representative (build with --release)"
+        );
+    }
     let tuned = time_kernel(&kernel, &mut tuned_bufs, args.repeat)?;
     let untuned = time_kernel(&baseline, &mut base_bufs, args.repeat.min(3))?;
     let ghz = peak::measure_clock_ghz()?;
