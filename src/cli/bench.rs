@@ -74,11 +74,6 @@ fn max_rel_error(got: &[f64], want: &[f64]) -> f64 {
 
 /// `tessera bench`.
 pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
-    if cfg!(debug_assertions) {
-        eprintln!(
-            "warning: this is a debug build of tessera; timings are not representative (build with --release)"
-        );
-    }
     let op = ops::find(args.op)?;
     let shape = op.parse_shape(args.shape)?;
     let dag = op.build(&shape)?;
