@@ -46,18 +46,26 @@ impl Product {
     }
 }
 
+impl Product {
+    /// Element offsets of A, B and C for each batch.
+    fn batches(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        (0..self.batch).map(|b| {
+            (
+                b * self.batch_strides.0,
+                b * self.batch_strides.1,
+                b * self.batch_strides.2,
+            )
+        })
+    }
+}
+
 /// Runs `p` with `matrixmultiply::sgemm` into `c`.
 pub(crate) fn matrixmultiply(p: &Product, a: &NdBuffer, b: &NdBuffer, c: &mut NdBuffer) {
     let (Some(a), Some(b)) = (a.as_f32(), b.as_f32()) else {
         return;
     };
     let Some(c) = c.as_f32_mut() else { return };
-    for batch in 0..p.batch {
-        let (oa, ob, oc) = (
-            batch * p.batch_strides.0,
-            batch * p.batch_strides.1,
-            batch * p.batch_strides.2,
-        );
+    for (oa, ob, oc) in p.batches() {
         // SAFETY: the strides describe `m × k`, `k × n` and `m × n` matrices
         // inside the buffers (checked by the caller's shapes).
         unsafe {
@@ -98,12 +106,7 @@ pub(crate) fn gemm_crate(
     } else {
         Parallelism::None
     };
-    for batch in 0..p.batch {
-        let (oa, ob, oc) = (
-            batch * p.batch_strides.0,
-            batch * p.batch_strides.1,
-            batch * p.batch_strides.2,
-        );
+    for (oa, ob, oc) in p.batches() {
         // SAFETY: as in `matrixmultiply`; `gemm` takes column then row strides.
         unsafe {
             gemm::gemm(

@@ -72,6 +72,23 @@ fn compare<T: PartialOrd>(op: CmpOp, a: T, b: T) -> bool {
 }
 
 impl FnTranslator<'_, '_, '_> {
+    /// `(x, y, z)` when `op(a, b)` is `x·y + z` and FMA contraction is on.
+    pub fn contractible<'e>(
+        &self,
+        op: BinOp,
+        a: &'e Expr,
+        b: &'e Expr,
+    ) -> Option<(&'e Expr, &'e Expr, &'e Expr)> {
+        if self.options().strict_fp || op != BinOp::Add {
+            return None;
+        }
+        match (a.kind(), b.kind()) {
+            (ExprKind::Binary(BinOp::Mul, x, y), _) => Some((x, y, b)),
+            (_, ExprKind::Binary(BinOp::Mul, x, y)) => Some((x, y, a)),
+            _ => None,
+        }
+    }
+
     /// Emits `e`. In a `speculative` context (a select branch, the right side
     /// of `&&`/`||`) loads are clamped into their buffer, since the value may
     /// be discarded where its index is out of range.
@@ -255,24 +272,16 @@ impl FnTranslator<'_, '_, '_> {
         b: &Expr,
         speculative: bool,
     ) -> Result<Val, CodegenError> {
-        let contract = !self.options().strict_fp && op == BinOp::Add;
-        if contract {
-            let product = match (a.kind(), b.kind()) {
-                (ExprKind::Binary(BinOp::Mul, x, y), _) => Some((x, y, b)),
-                (_, ExprKind::Binary(BinOp::Mul, x, y)) => Some((x, y, a)),
-                _ => None,
-            };
-            if let Some((x, y, addend)) = product {
-                let x = self.expr(x, speculative)?;
-                let y = self.expr(y, speculative)?;
-                let z = self.expr(addend, speculative)?;
-                let (x, y, z) = (
-                    self.materialize(x, dtype),
-                    self.materialize(y, dtype),
-                    self.materialize(z, dtype),
-                );
-                return Ok(Val::Dyn(self.b.ins().fma(x, y, z)));
-            }
+        if let Some((x, y, addend)) = self.contractible(op, a, b) {
+            let x = self.expr(x, speculative)?;
+            let y = self.expr(y, speculative)?;
+            let z = self.expr(addend, speculative)?;
+            let (x, y, z) = (
+                self.materialize(x, dtype),
+                self.materialize(y, dtype),
+                self.materialize(z, dtype),
+            );
+            return Ok(Val::Dyn(self.b.ins().fma(x, y, z)));
         }
         let x = self.expr(a, speculative)?;
         let y = self.expr(b, speculative)?;

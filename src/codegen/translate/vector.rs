@@ -354,21 +354,14 @@ impl FnTranslator<'_, '_, '_> {
         speculative: bool,
     ) -> Result<Option<Value>, CodegenError> {
         let lanes = lane.lanes;
-        if op == BinOp::Add && !self.options().strict_fp {
-            let product = match (a.kind(), b.kind()) {
-                (ExprKind::Binary(BinOp::Mul, x, y), _) => Some((x, y, b)),
-                (_, ExprKind::Binary(BinOp::Mul, x, y)) => Some((x, y, a)),
-                _ => None,
-            };
-            if let Some((x, y, z)) = product {
-                let x = self.vexpr(x, lane, speculative)?;
-                let x = self.as_vector(x, dtype, lanes);
-                let y = self.vexpr(y, lane, speculative)?;
-                let y = self.as_vector(y, dtype, lanes);
-                let z = self.vexpr(z, lane, speculative)?;
-                let z = self.as_vector(z, dtype, lanes);
-                return Ok(Some(self.b.ins().fma(x, y, z)));
-            }
+        if let Some((x, y, z)) = self.contractible(op, a, b) {
+            let x = self.vexpr(x, lane, speculative)?;
+            let x = self.as_vector(x, dtype, lanes);
+            let y = self.vexpr(y, lane, speculative)?;
+            let y = self.as_vector(y, dtype, lanes);
+            let z = self.vexpr(z, lane, speculative)?;
+            let z = self.as_vector(z, dtype, lanes);
+            return Ok(Some(self.b.ins().fma(x, y, z)));
         }
         if !matches!(
             op,
