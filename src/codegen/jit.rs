@@ -96,6 +96,7 @@ pub fn compile(func: &PrimFunc, options: &CodegenOptions) -> Result<Kernel, Code
             declared: HashMap::from([("tessera_free", fallback)]),
             outlined: 0,
             fallback,
+            handles: func.handle_map(),
         };
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
         let entry = b.create_block();

@@ -1,11 +1,9 @@
 //! Stages that add buffers: cache_write and cache_read.
 
-use std::collections::HashSet;
-
 use crate::te::{ComputeOp, Expr, ExprKind, IterKind, Tensor, Var};
 
 use super::error::StepErrorKind;
-use super::state::{ComputeAt, Scope, Stage, State};
+use super::state::{ComputeAt, Scope, Stage, State, unique_name};
 
 /// A copy rule `out[axes] = source[axes]` with fresh axes named like `like`'s.
 pub(crate) fn copy_rule(source: &Tensor, like: &[Var]) -> ComputeOp {
@@ -28,14 +26,7 @@ fn axes_for(shape: &[i64]) -> Vec<Var> {
 
 impl State {
     pub(crate) fn unique_stage_name(&self, base: &str) -> String {
-        let taken: HashSet<&str> = self.stages.iter().map(|s| s.name.as_str()).collect();
-        if !taken.contains(base) {
-            return base.to_string();
-        }
-        (1..)
-            .map(|n| format!("{base}{n}"))
-            .find(|c| !taken.contains(c.as_str()))
-            .unwrap_or_else(|| base.to_string())
+        unique_name(base, |n| self.stages.iter().any(|s| s.name == n))
     }
 
     /// Inserts `stage` at `position`, keeping placements pointing at the same stages.

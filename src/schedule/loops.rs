@@ -1,11 +1,9 @@
 //! Loop transforms of one stage: split, fuse, reorder, annotate, pragma.
 
-use std::collections::HashSet;
-
 use crate::te::IterKind;
 
 use super::error::StepErrorKind;
-use super::state::{ComputeAt, IterId, IterNode, Relation, Stage, State};
+use super::state::{ComputeAt, IterId, IterNode, Relation, Stage, State, unique_name};
 use super::step::Annotation;
 
 /// The largest product of split factors accepted.
@@ -14,19 +12,8 @@ pub const MAX_SPLIT_PRODUCT: i64 = 1 << 31;
 /// The largest `auto_unroll_max_step` accepted.
 pub const MAX_AUTO_UNROLL: u32 = 1 << 16;
 
-fn fresh_name(stage: &Stage, wanted: String) -> String {
-    let taken: HashSet<&str> = stage.iters.iter().map(|it| it.name.as_str()).collect();
-    if !taken.contains(wanted.as_str()) {
-        return wanted;
-    }
-    (1..)
-        .map(|n| format!("{wanted}_{n}"))
-        .find(|c| !taken.contains(c.as_str()))
-        .unwrap_or(wanted)
-}
-
 fn push_iter(stage: &mut Stage, name: String, kind: IterKind, extent: i64) -> IterId {
-    let name = fresh_name(stage, name);
+    let name = unique_name(&name, |n| stage.iters.iter().any(|it| it.name == n));
     stage.iters.push(IterNode {
         name,
         kind,

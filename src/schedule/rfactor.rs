@@ -9,15 +9,6 @@ use super::relations::{derive_extents, derive_values};
 use super::state::{IterId, Relation, Scope, Stage, State};
 use crate::te::bounds::range_of;
 
-fn identity_expr(op: crate::te::ReduceOp, dtype: crate::te::DType) -> Expr {
-    match op.identity(dtype) {
-        Some(crate::te::Const::Float(v)) => Expr::constant(dtype, v),
-        Some(crate::te::Const::Int(v)) if dtype == crate::te::DType::I64 => Expr::i64(v),
-        Some(crate::te::Const::Int(v)) => Expr::constant(dtype, v as f64),
-        _ => Expr::bool(false),
-    }
-}
-
 impl State {
     pub(crate) fn rfactor(&mut self, stage: usize, iter: IterId) -> Result<(), StepErrorKind> {
         let s = &self.stages[stage];
@@ -110,7 +101,7 @@ impl State {
             source = select(
                 guard,
                 source.clone(),
-                identity_expr(reduction.op, source.dtype()),
+                reduction.op.identity_expr(source.dtype()),
             );
         }
         let mut rf_reduce = Vec::new();

@@ -152,13 +152,14 @@ pub struct State {
     pub(crate) steps: Vec<Step>,
 }
 
-fn unique_name(base: &str, taken: &HashSet<String>) -> String {
-    if !taken.contains(base) {
+/// `base`, or `base_1`, `base_2`, … — the first name `taken` rejects not.
+pub(crate) fn unique_name(base: &str, taken: impl Fn(&str) -> bool) -> String {
+    if !taken(base) {
         return base.to_string();
     }
     (1..)
         .map(|n| format!("{base}_{n}"))
-        .find(|candidate| !taken.contains(candidate))
+        .find(|candidate| !taken(candidate))
         .unwrap_or_else(|| base.to_string())
 }
 
@@ -171,7 +172,7 @@ pub(crate) fn root_iters(op: &ComputeOp) -> Vec<IterNode> {
         .iter()
         .chain(&reduce_axes)
         .map(|v| {
-            let name = unique_name(v.name(), &taken);
+            let name = unique_name(v.name(), |n| taken.contains(n));
             taken.insert(name.clone());
             IterNode {
                 name,
@@ -193,7 +194,7 @@ impl State {
             .iter()
             .enumerate()
             .map(|(position, t)| {
-                let name = unique_name(t.name(), &taken);
+                let name = unique_name(t.name(), |n| taken.contains(n));
                 taken.insert(name.clone());
                 let compute = match t.op() {
                     TensorOp::Compute(op) => Some(op.clone()),

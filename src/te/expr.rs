@@ -296,6 +296,19 @@ impl ReduceOp {
     }
 }
 
+impl ReduceOp {
+    /// The identity element as a constant expression of `dtype` (`0` for
+    /// `bool`, which no checked DAG reduces).
+    pub fn identity_expr(self, dtype: DType) -> Expr {
+        match self.identity(dtype) {
+            Some(Const::Int(v)) if dtype == DType::I64 => Expr::i64(v),
+            Some(Const::Int(v)) => Expr::constant(dtype, v as f64),
+            Some(Const::Float(v)) => Expr::constant(dtype, v),
+            _ => Expr::constant(dtype, 0.0),
+        }
+    }
+}
+
 /// A reduction over one or more reduction axes. Only allowed as the whole body
 /// of a compute stage.
 #[derive(Clone, PartialEq)]

@@ -8,34 +8,16 @@ use crate::te::{BinOp, CmpOp, Const, DType, Expr, ExprKind};
 
 use super::super::error::CodegenError;
 use super::super::math::emit_intrinsic;
-use super::value::wrap;
 use super::{Binding, FnTranslator, Val, clif_type};
+use crate::te::eval::{compare, int_binary, wrap};
 
-fn floor_div(a: i64, b: i64) -> Option<i64> {
-    if b == 0 {
-        return None;
-    }
-    let q = a.wrapping_div(b);
-    Some(if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    })
-}
-
+/// Folds an integer operation on constants with the interpreter's semantics
+/// (wrapping; none for a division by zero, which is left to run time).
 fn fold_int(op: BinOp, dtype: DType, a: i64, b: i64) -> Option<i64> {
-    let v = match op {
-        BinOp::Add => a.wrapping_add(b),
-        BinOp::Sub => a.wrapping_sub(b),
-        BinOp::Mul => a.wrapping_mul(b),
-        BinOp::Div if b != 0 => a.wrapping_div(b),
-        BinOp::FloorDiv => floor_div(a, b)?,
-        BinOp::FloorMod => a.wrapping_sub(floor_div(a, b)?.wrapping_mul(b)),
-        BinOp::Min => a.min(b),
-        BinOp::Max => a.max(b),
-        _ => return None,
-    };
-    Some(wrap(dtype, v))
+    match op {
+        BinOp::And | BinOp::Or => None,
+        _ => int_binary(op, dtype, a, b).ok(),
+    }
 }
 
 fn int_cc(op: CmpOp) -> IntCC {
@@ -57,17 +39,6 @@ pub(crate) fn float_cc(op: CmpOp) -> FloatCC {
         CmpOp::Le => FloatCC::LessThanOrEqual,
         CmpOp::Gt => FloatCC::GreaterThan,
         CmpOp::Ge => FloatCC::GreaterThanOrEqual,
-    }
-}
-
-fn compare<T: PartialOrd>(op: CmpOp, a: T, b: T) -> bool {
-    match op {
-        CmpOp::Eq => a == b,
-        CmpOp::Ne => a != b,
-        CmpOp::Lt => a < b,
-        CmpOp::Le => a <= b,
-        CmpOp::Gt => a > b,
-        CmpOp::Ge => a >= b,
     }
 }
 

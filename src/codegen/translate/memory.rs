@@ -266,10 +266,11 @@ impl FnTranslator<'_, '_, '_> {
     }
 
     pub fn buffer_of(&self, handle: &Tensor) -> Result<BufferId, CodegenError> {
-        self.func()
-            .buffers
-            .iter()
-            .position(|b| b.handle == *handle)
+        self.imports
+            .shared
+            .handles
+            .get(&handle.id())
+            .copied()
             .ok_or_else(|| {
                 CodegenError::Unsupported(format!("read of unknown buffer '{}'", handle.name()))
             })

@@ -50,6 +50,8 @@ pub(crate) struct Shared<'m> {
     pub outlined: usize,
     /// A host function declared up front (`tessera_free`).
     pub fallback: FuncId,
+    /// Buffer by the id of its handle tensor (see [`PrimFunc::handle_map`]).
+    pub handles: HashMap<u64, BufferId>,
 }
 
 impl Shared<'_> {

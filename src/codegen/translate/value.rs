@@ -6,6 +6,7 @@ use cranelift_codegen::ir::{InstBuilder, Value, condcodes::IntCC, types};
 use crate::te::DType;
 
 use super::{FnTranslator, clif_type};
+use crate::te::eval::wrap;
 
 /// A translated value.
 #[derive(Clone, Copy, Debug)]
@@ -18,15 +19,6 @@ pub(crate) enum Val {
     Bool(bool),
     /// A value computed at run time.
     Dyn(Value),
-}
-
-/// Wraps `v` to the width of `dtype`.
-pub(crate) fn wrap(dtype: DType, v: i64) -> i64 {
-    if dtype == DType::I32 {
-        v as i32 as i64
-    } else {
-        v
-    }
 }
 
 impl FnTranslator<'_, '_, '_> {

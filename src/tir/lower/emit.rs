@@ -35,15 +35,6 @@ fn guarded(cond: Option<Expr>, body: Stmt) -> Stmt {
     }
 }
 
-fn identity(op: ReduceOp, dtype: crate::te::DType) -> Expr {
-    match op.identity(dtype) {
-        Some(crate::te::Const::Float(v)) => Expr::constant(dtype, v),
-        Some(crate::te::Const::Int(v)) if dtype == crate::te::DType::I64 => Expr::i64(v),
-        Some(crate::te::Const::Int(v)) => Expr::constant(dtype, v as f64),
-        _ => Expr::constant(dtype, 0.0),
-    }
-}
-
 impl Lowering<'_> {
     /// Reads of stages rewritten to reads of their buffers, shifted by the
     /// region offsets where a buffer holds only a region.
@@ -222,7 +213,7 @@ impl Lowering<'_> {
                     &leaves[first_reduce..],
                     store_index,
                     spatial_pred,
-                    identity(r.op, stage.tensor.dtype()),
+                    r.op.identity_expr(stage.tensor.dtype()),
                 );
                 own_vars.extend(init_vars);
                 self.wrap_loops(
