@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::error::CliError;
 use super::peers::{Product, gemm_crate, matrixmultiply};
-use super::timing::{Timing, time};
 use crate::codegen::{self, CodegenOptions, Kernel, OptLevel, peak};
+use crate::measure::{Timing, TimingOptions, time_runs};
 use crate::ops;
 use crate::runtime::{self, NdBuffer};
 use crate::schedule::State;
@@ -56,10 +56,22 @@ fn run(kernel: &Kernel, bufs: &mut [NdBuffer]) -> Result<(), CliError> {
     Ok(kernel.run(&mut refs)?)
 }
 
+/// Times `run`: one warm-up, `repeat` repeats of at least 100 ms each.
+fn time(repeat: usize, run: impl FnMut()) -> Timing {
+    let options = TimingOptions {
+        warmup: 1,
+        number: 1,
+        repeat,
+        min_repeat_ms: 100.0,
+        flush_cache: false,
+    };
+    time_runs(&options, run, || {})
+}
+
 fn time_kernel(kernel: &Kernel, bufs: &mut [NdBuffer], repeat: usize) -> Result<Timing, CliError> {
     run(kernel, bufs)?;
     let mut refs: Vec<&mut NdBuffer> = bufs.iter_mut().collect();
-    Ok(time(repeat, 100.0, || {
+    Ok(time(repeat, || {
         let _ = kernel.run(&mut refs);
     }))
 }
@@ -121,7 +133,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
     let untuned = time_kernel(&baseline, &mut base_bufs, args.repeat.min(3))?;
     let ghz = peak::measure_clock_ghz()?;
     let peak_gflops = peak::f32x4_fma_peak_gflops(ghz, args.threads);
-    let gflops = flops / tuned.median / 1e9;
+    let gflops = flops / tuned.median() / 1e9;
     let get = |name: &str| {
         shape
             .values()
@@ -134,11 +146,11 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
         let (a, b) = (&tuned_bufs[0], &tuned_bufs[1]);
         let mut c = NdBuffer::zeros(&kernel.params()[n_in].shape, DType::F32)
             .map_err(codegen::KernelError::from)?;
-        let t = time(args.repeat, 100.0, || matrixmultiply(&p, a, b, &mut c));
-        peers.insert("matrixmultiply".into(), json!(flops / t.median / 1e9));
+        let t = time(args.repeat, || matrixmultiply(&p, a, b, &mut c));
+        peers.insert("matrixmultiply".into(), json!(flops / t.median() / 1e9));
         let threads = args.threads;
-        let t = time(args.repeat, 100.0, || gemm_crate(&p, a, b, &mut c, threads));
-        peers.insert("gemm".into(), json!(flops / t.median / 1e9));
+        let t = time(args.repeat, || gemm_crate(&p, a, b, &mut c, threads));
+        peers.insert("gemm".into(), json!(flops / t.median() / 1e9));
     }
     let report = json!({
         "op": op.name,
@@ -147,13 +159,13 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
         "opt_level": format!("{:?}", args.opt_level).to_lowercase(),
         "strict_fp": args.strict_fp,
         "gflops": gflops,
-        "median_ms": tuned.median * 1e3,
-        "min_ms": tuned.min * 1e3,
+        "median_ms": tuned.median() * 1e3,
+        "min_ms": tuned.min() * 1e3,
         "clock_ghz": ghz,
         "peak_gflops": peak_gflops,
         "peak_fraction": gflops / peak_gflops,
         "compile_ms": kernel.compile_time().as_secs_f64() * 1e3,
-        "untuned_gflops": flops / untuned.median / 1e9,
+        "untuned_gflops": flops / untuned.median() / 1e9,
         "max_rel_error": error,
         "peers": peers,
     });
@@ -181,8 +193,8 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
     let _ = writeln!(
         out,
         "  time             {:8.3} ms median, {:.3} ms min",
-        tuned.median * 1e3,
-        tuned.min * 1e3
+        tuned.median() * 1e3,
+        tuned.min() * 1e3
     );
     let _ = writeln!(out, "  tuned            {gflops:8.2} GFLOP/s");
     let _ = writeln!(
@@ -192,7 +204,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
         args.threads,
         100.0 * gflops / peak_gflops
     );
-    let untuned_gflops = flops / untuned.median / 1e9;
+    let untuned_gflops = flops / untuned.median() / 1e9;
     let _ = writeln!(
         out,
         "  untuned          {untuned_gflops:8.2} GFLOP/s (tuned is {:.1}x)",

@@ -47,6 +47,12 @@ pub enum CliError {
     /// A compiled kernel could not be run.
     #[error(transparent)]
     Kernel(#[from] crate::codegen::KernelError),
+    /// Measurement could not run.
+    #[error(transparent)]
+    Measure(#[from] crate::measure::MeasureError),
+    /// Options that do not make sense together.
+    #[error("{0}")]
+    Usage(String),
     /// The compiled schedule does not compute what the untuned one computes.
     #[error("verification failed: max relative error {error:.3e} exceeds {tolerance:.1e}")]
     Verification {

@@ -3,9 +3,10 @@
 
 mod bench;
 mod commands;
+mod device;
 mod error;
+mod measure;
 mod peers;
-mod timing;
 
 pub use error::CliError;
 
@@ -64,6 +65,18 @@ enum Command {
         #[arg(long)]
         strict_fp: bool,
     },
+    /// Print this machine's device fingerprint (the key tuning records are stored under).
+    Device {
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure candidates in worker processes: build, verify against the
+    /// reference, time; report each result and candidates per second.
+    Measure(measure::MeasureArgs),
+    /// Serve measurement requests on stdin/stdout (started by the measurer).
+    #[command(hide = true)]
+    MeasureWorker,
 }
 
 /// `--opt-level` values.
@@ -94,6 +107,9 @@ where
         }
     };
     let result = match cli.command {
+        Command::MeasureWorker => return crate::measure::worker_main(),
+        Command::Device { json } => device::device(json),
+        Command::Measure(args) => measure::measure(&args),
         Command::Ops => commands::ops(),
         Command::Show {
             op,

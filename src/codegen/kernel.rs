@@ -115,6 +115,17 @@ impl Kernel {
         Ok(())
     }
 
+    /// Calls the entry point with `pointers` (one per parameter), unchecked.
+    ///
+    /// # Safety
+    /// Each pointer must address a live buffer of its parameter's size.
+    /// (The measurement test hooks break this on purpose, in a worker
+    /// process, to produce a real crash in generated code.)
+    pub(crate) unsafe fn call_raw(&self, pointers: &[*mut u8]) {
+        // SAFETY: upheld by the caller.
+        unsafe { (self.entry)(pointers.as_ptr()) };
+    }
+
     /// Runs the kernel on host tensors (the inputs) and returns the outputs.
     pub fn run_host(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, KernelError> {
         if inputs.len() != self.num_inputs {

@@ -4,7 +4,9 @@
 /// committed tiled schedules (1 thread, 1024³ matmul and 56×56×64 conv2d) it
 /// runs 2.8× and 6× faster than `none` and compiles in about the same time
 /// (1–5 ms); `none` remains a tunable knob.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub enum OptLevel {
     /// No mid-end optimisation.
     None,
@@ -14,7 +16,9 @@ pub enum OptLevel {
 }
 
 /// How a loop-IR function is compiled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct CodegenOptions {
     /// Cranelift optimisation level.
     pub opt_level: OptLevel,

@@ -127,6 +127,27 @@ impl NdBuffer {
         self.ptr.as_ptr()
     }
 
+    /// The raw bytes, row-major in the native byte order.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.typed::<u8>()
+    }
+
+    /// The raw bytes, mutably.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        self.typed_mut::<u8>()
+    }
+
+    /// Fills the buffer with a value no correct kernel leaves behind: NaN
+    /// for floats, `0x5A` bytes for integers and booleans. A kernel that
+    /// skips an element then fails verification instead of passing on a zero.
+    pub fn poison(&mut self) {
+        match self.dtype {
+            DType::F32 => self.typed_mut::<f32>().fill(f32::NAN),
+            DType::F64 => self.typed_mut::<f64>().fill(f64::NAN),
+            _ => self.typed_mut::<u8>().fill(0x5A),
+        }
+    }
+
     fn typed<T>(&self) -> &[T] {
         let n = self.bytes / std::mem::size_of::<T>();
         // SAFETY: the allocation holds `bytes` initialised bytes, aligned to 64.

@@ -197,8 +197,31 @@ pub(crate) fn intrinsic(f: Intrinsic, args: &[Value]) -> Value {
     })
 }
 
+/// Where evaluation reads tensor elements from: materialised buffers, or a
+/// source that computes elements on demand.
+pub(crate) trait ElementSource {
+    /// The element at row-major offset `flat` of buffer `buffer`.
+    fn element(&self, buffer: usize, flat: usize) -> Result<Value, Fault>;
+}
+
+impl ElementSource for [HostTensor] {
+    fn element(&self, buffer: usize, flat: usize) -> Result<Value, Fault> {
+        Ok(self[buffer].get(flat))
+    }
+}
+
+impl ElementSource for Vec<HostTensor> {
+    fn element(&self, buffer: usize, flat: usize) -> Result<Value, Fault> {
+        Ok(self[buffer].get(flat))
+    }
+}
+
 /// Evaluates `n` with loop variables `env` over `buffers`.
-pub(crate) fn eval(n: &Node, env: &[i64], buffers: &[HostTensor]) -> Result<Value, Fault> {
+pub(crate) fn eval<B: ElementSource + ?Sized>(
+    n: &Node,
+    env: &[i64],
+    buffers: &B,
+) -> Result<Value, Fault> {
     let ev = |x: &Node| eval(x, env, buffers);
     Ok(match n {
         Node::Const(v) => *v,
@@ -256,7 +279,7 @@ pub(crate) fn eval(n: &Node, env: &[i64], buffers: &[HostTensor]) -> Result<Valu
                 buffer: *buffer,
                 index: index.clone(),
             })?;
-            buffers[*buffer].get(flat)
+            buffers.element(*buffer, flat)?
         }
     })
 }

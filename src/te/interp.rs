@@ -16,7 +16,7 @@ use thiserror::Error;
 
 use super::dag::ComputeDag;
 use super::dtype::DType;
-use super::eval::{Fault, Resolver, combine, const_value, eval};
+use super::eval::{Fault, Node, Resolver, combine, const_value, eval};
 use super::host_tensor::HostTensor;
 use super::tensor::{ComputeOp, Tensor};
 
@@ -108,7 +108,7 @@ pub fn evaluate_all(
     Ok(buffers)
 }
 
-fn check_inputs(dag: &ComputeDag, inputs: &[HostTensor]) -> Result<(), InterpError> {
+pub(crate) fn check_inputs(dag: &ComputeDag, inputs: &[HostTensor]) -> Result<(), InterpError> {
     if inputs.len() != dag.inputs().len() {
         return Err(InterpError::InputCount {
             expected: dag.inputs().len(),
@@ -153,6 +153,38 @@ pub(crate) fn advance(index: &mut [i64], extents: &[i64]) -> bool {
     false
 }
 
+/// A stage's rule resolved for evaluation: spatial axes take the first
+/// environment slots, reduction axes the next; tensors are their positions
+/// in [`ComputeDag::tensors`].
+pub(crate) fn resolve_body(
+    dag: &ComputeDag,
+    stage: &Tensor,
+    op: &ComputeOp,
+) -> Result<Node, InterpError> {
+    let reduce_axes = op.reduction().map(|r| r.axes.clone()).unwrap_or_default();
+    let slots = op
+        .axes
+        .iter()
+        .chain(&reduce_axes)
+        .enumerate()
+        .map(|(n, v)| (v.id(), n))
+        .collect();
+    let buffers = dag
+        .tensors()
+        .iter()
+        .enumerate()
+        .map(|(n, t)| (t.id(), (n, t.shape().to_vec())))
+        .collect();
+    let resolver = Resolver { slots, buffers };
+    // The DAG check guarantees every variable and tensor resolves.
+    resolver
+        .resolve(&op.body)
+        .map_err(|u| InterpError::Unresolved {
+            stage: stage.name().into(),
+            what: format!("{u:?}"),
+        })
+}
+
 fn evaluate_stage(
     dag: &ComputeDag,
     stage: &Tensor,
@@ -161,30 +193,7 @@ fn evaluate_stage(
 ) -> Result<HostTensor, InterpError> {
     let reduction = op.reduction();
     let reduce_axes = reduction.map(|r| r.axes.clone()).unwrap_or_default();
-    let slots = op
-        .axes
-        .iter()
-        .chain(&reduce_axes)
-        .enumerate()
-        .map(|(n, v)| (v.id(), n))
-        .collect();
-    let tensors = dag
-        .tensors()
-        .iter()
-        .enumerate()
-        .map(|(n, t)| (t.id(), (n, t.shape().to_vec())))
-        .collect();
-    let resolver = Resolver {
-        slots,
-        buffers: tensors,
-    };
-    // The DAG check guarantees every variable and tensor resolves.
-    let body = resolver
-        .resolve(&op.body)
-        .map_err(|u| InterpError::Unresolved {
-            stage: stage.name().into(),
-            what: format!("{u:?}"),
-        })?;
+    let body = resolve_body(dag, stage, op)?;
     let reduce_extents: Vec<i64> = reduce_axes.iter().map(|a| a.extent()).collect();
     let dims: Vec<usize> = stage.shape().iter().map(|&d| d as usize).collect();
     let mut out = HostTensor::zeros(&dims, stage.dtype());

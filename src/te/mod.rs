@@ -15,6 +15,7 @@ mod flops;
 mod host_tensor;
 pub mod interp;
 mod overload;
+mod point_eval;
 mod printer;
 mod rewrite;
 mod tensor;
@@ -32,4 +33,5 @@ pub use expr::{
 };
 pub use host_tensor::{HostData, HostTensor, LengthMismatch};
 pub use interp::{InterpError, evaluate, evaluate_all};
+pub use point_eval::evaluate_points;
 pub use tensor::{ComputeOp, Tensor, TensorOp, compute, placeholder, reduce_axis};

@@ -1,0 +1,253 @@
+//! The worker process: builds and runs candidates on request (see
+//! [`protocol`](super::protocol)). It holds the current task's inputs and
+//! the kernels built for the current batch; everything it does with a
+//! candidate may crash or hang it, and the parent replaces it when it does.
+
+use std::collections::HashMap;
+use std::io::{self, BufReader, BufWriter};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Instant;
+
+use crate::codegen::{CodegenOptions, Kernel};
+use crate::runtime::{self, NdBuffer};
+use crate::te::HostTensor;
+
+use super::builder::build;
+use super::flush::flush_buffers;
+use super::protocol::{Fault, Request, Response, read_frame, write_frame};
+use super::result::MeasureErrorKind;
+use super::task::Task;
+use super::timing::{TimingOptions, time_runs};
+
+/// Serves requests on stdin/stdout until stdin closes; returns the exit code.
+/// This is what `tessera measure-worker` runs; a binary of your own that
+/// embeds tessera can offer the same entry point.
+pub fn worker_main() -> i32 {
+    let mut input = BufReader::new(io::stdin().lock());
+    let mut output = BufWriter::new(io::stdout().lock());
+    let hello = Response::Hello {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        debug_build: cfg!(debug_assertions),
+    };
+    if write_frame(&mut output, &hello, &[]).is_err() {
+        return 1;
+    }
+    let mut worker = Worker::default();
+    loop {
+        let (request, _) = match read_frame::<Request>(&mut input) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return 0,
+            Err(e) => {
+                eprintln!("tessera measure-worker: {e}");
+                return 1;
+            }
+        };
+        let (response, payload) = worker.handle(request);
+        if write_frame(&mut output, &response, &payload).is_err() {
+            return 1;
+        }
+    }
+}
+
+#[derive(Default)]
+struct Worker {
+    task: Option<Task>,
+    inputs: Vec<HostTensor>,
+    codegen: CodegenOptions,
+    kernels: HashMap<u64, Kernel>,
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+impl Worker {
+    fn handle(&mut self, request: Request) -> (Response, Vec<u8>) {
+        match request {
+            Request::Setup {
+                op,
+                shape,
+                key_hash,
+                threads,
+                codegen,
+            } => (
+                self.setup(&op, &shape, &key_hash, threads, codegen),
+                Vec::new(),
+            ),
+            Request::Build { id, steps, fault } => {
+                if fault == Some(Fault::AbortInBuild) {
+                    std::process::abort();
+                }
+                (self.build(id, &steps), Vec::new())
+            }
+            Request::Run { id, timing, fault } => self.run(id, timing, fault),
+            Request::Forget => {
+                self.kernels.clear();
+                (Response::Forgotten, Vec::new())
+            }
+        }
+    }
+
+    fn setup(
+        &mut self,
+        op: &str,
+        shape: &str,
+        key_hash: &str,
+        threads: usize,
+        codegen: CodegenOptions,
+    ) -> Response {
+        self.kernels.clear();
+        self.task = None;
+        let task = match Task::from_registry(op, shape) {
+            Ok(task) => task,
+            Err(e) => return Response::SetupFailed { msg: e.to_string() },
+        };
+        if task.key().hash != key_hash {
+            return Response::SetupFailed {
+                msg: format!(
+                    "this worker builds {} with key {}, not {key_hash} (is it another tessera version?)",
+                    task.key().readable,
+                    task.key().hash
+                ),
+            };
+        }
+        runtime::set_num_threads(threads);
+        self.inputs = task.inputs();
+        self.codegen = codegen;
+        self.task = Some(task);
+        Response::Ready
+    }
+
+    fn build(&mut self, id: u64, steps: &[crate::schedule::Step]) -> Response {
+        let Some(task) = &self.task else {
+            return Response::BuildFailed {
+                id,
+                kind: MeasureErrorKind::UnknownError,
+                msg: "the worker has no task".into(),
+                build_secs: 0.0,
+            };
+        };
+        let start = Instant::now();
+        let built = catch_unwind(AssertUnwindSafe(|| build(task.dag(), steps, &self.codegen)));
+        match built {
+            Ok(Ok((kernel, build_secs))) => {
+                self.kernels.insert(id, kernel);
+                Response::Built { id, build_secs }
+            }
+            Ok(Err((failure, build_secs))) => Response::BuildFailed {
+                id,
+                kind: failure.kind,
+                msg: failure.msg,
+                build_secs,
+            },
+            Err(panic) => Response::BuildFailed {
+                id,
+                kind: MeasureErrorKind::CompileError,
+                msg: format!("internal error while building: {}", panic_message(&*panic)),
+                build_secs: start.elapsed().as_secs_f64(),
+            },
+        }
+    }
+
+    fn run(
+        &mut self,
+        id: u64,
+        timing: Option<TimingOptions>,
+        fault: Option<Fault>,
+    ) -> (Response, Vec<u8>) {
+        let failed = |msg: String| (Response::RunFailed { id, msg }, Vec::new());
+        let Some(kernel) = self.kernels.get(&id) else {
+            return failed(format!("no kernel {id} was built in this worker"));
+        };
+        let start = Instant::now();
+        let mut buffers = match fresh_buffers(kernel, &self.inputs) {
+            Ok(b) => b,
+            Err(e) => return failed(e),
+        };
+        let n_in = kernel.num_inputs();
+        inject_before_run(kernel, fault);
+        if let Err(e) = run_once(kernel, &mut buffers) {
+            return failed(e);
+        }
+        let mut payload = Vec::new();
+        for out in &buffers[n_in..] {
+            payload.extend_from_slice(out.as_bytes());
+        }
+        if fault == Some(Fault::WrongResult) {
+            // The most significant byte of the first element: sign and exponent.
+            let top = kernel.params()[n_in].dtype.size_bytes().saturating_sub(1);
+            if let Some(byte) = payload.get_mut(top) {
+                *byte ^= 0x40;
+            }
+        }
+        let mut costs = Vec::new();
+        if let Some(options) = timing {
+            let (inputs, outputs) = buffers.split_at_mut(n_in);
+            let mut pointers: Vec<*mut u8> = inputs
+                .iter_mut()
+                .chain(outputs.iter_mut())
+                .map(NdBuffer::as_mut_ptr)
+                .collect();
+            let input_refs: Vec<&NdBuffer> = inputs.iter().collect();
+            let pointers_ref = &mut pointers;
+            let timing = time_runs(
+                &options,
+                // SAFETY: the buffers were checked against the kernel's
+                // parameters by the first run and stay alive and in place.
+                || unsafe { kernel.call_raw(pointers_ref) },
+                || flush_buffers(&input_refs),
+            );
+            costs = timing.costs;
+        }
+        let run_secs = start.elapsed().as_secs_f64();
+        (
+            Response::Ran {
+                id,
+                costs,
+                run_secs,
+            },
+            payload,
+        )
+    }
+}
+
+/// Inputs copied from the task's, outputs poisoned (see [`NdBuffer::poison`]).
+fn fresh_buffers(kernel: &Kernel, inputs: &[HostTensor]) -> Result<Vec<NdBuffer>, String> {
+    let mut buffers = Vec::with_capacity(kernel.params().len());
+    for input in inputs {
+        buffers.push(NdBuffer::from_host(input).map_err(|e| e.to_string())?);
+    }
+    for param in &kernel.params()[kernel.num_inputs()..] {
+        let mut out = NdBuffer::zeros(&param.shape, param.dtype).map_err(|e| e.to_string())?;
+        out.poison();
+        buffers.push(out);
+    }
+    Ok(buffers)
+}
+
+fn run_once(kernel: &Kernel, buffers: &mut [NdBuffer]) -> Result<(), String> {
+    let mut refs: Vec<&mut NdBuffer> = buffers.iter_mut().collect();
+    kernel.run(&mut refs).map_err(|e| e.to_string())
+}
+
+/// The crash and hang test hooks (see [`Fault`]).
+fn inject_before_run(kernel: &Kernel, fault: Option<Fault>) {
+    match fault {
+        Some(Fault::Segfault) => {
+            // Addresses below 64 KiB are never mapped on Linux (mmap_min_addr).
+            let unmapped = vec![0x1000 as *mut u8; kernel.params().len()];
+            // SAFETY: deliberately violated; this worker is meant to die here.
+            unsafe { kernel.call_raw(&unmapped) };
+            std::process::abort();
+        }
+        Some(Fault::Abort) => std::process::abort(),
+        Some(Fault::Hang) => loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        },
+        _ => {}
+    }
+}

@@ -1,0 +1,296 @@
+//! Measurement in worker processes: bad candidates (crashes, hangs, wrong
+//! answers) are recorded with their error kind while the rest of the batch
+//! is measured; no worker process outlives the measurer; the timing
+//! protocol is repeatable and proportional to work; the device key is stable.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tessera::measure::{
+    Fault, MeasureErrorKind, MeasureOptions, Measurer, Task, TimingOptions, time_runs,
+};
+use tessera::runtime::{NdBuffer, host_device};
+use tessera::schedule::{State, Step, random::random_schedule, steps_from_json};
+
+fn worker() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tessera"))
+}
+
+fn quick_timing() -> TimingOptions {
+    TimingOptions {
+        warmup: 1,
+        number: 1,
+        repeat: 2,
+        min_repeat_ms: 1.0,
+        flush_cache: false,
+    }
+}
+
+fn options(workers: usize) -> MeasureOptions {
+    MeasureOptions {
+        workers,
+        kernel_threads: 1,
+        run_timeout: Duration::from_secs(3),
+        build_timeout: Duration::from_secs(60),
+        timing: quick_timing(),
+        worker_program: Some(worker()),
+        ..MeasureOptions::default()
+    }
+}
+
+fn tiled_matmul_steps() -> Vec<Step> {
+    steps_from_json(
+        r#"[{"kind":"split","stage":"C","iter":"i1","factors":[8]},
+            {"kind":"reorder","stage":"C","order":["i0","i1.0","k","i1.1"]},
+            {"kind":"annotate","stage":"C","iter":"i1.1","annotation":"vectorize"}]"#,
+    )
+    .expect("valid steps")
+}
+
+/// A process that is gone: no /proc entry (a zombie would still have one).
+fn is_gone(pid: u32) -> bool {
+    !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn state_of(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(") ").next()?.chars().next()
+}
+
+#[test]
+fn crashes_hangs_and_wrong_results_are_recorded_and_the_batch_goes_on() {
+    let task = Task::from_registry("matmul", "M=16,N=16,K=16").expect("task");
+    let good = tiled_matmul_steps();
+    let faults = [
+        None,
+        Some(Fault::Segfault),
+        None,
+        Some(Fault::Hang),
+        Some(Fault::Abort),
+        None,
+        Some(Fault::AbortInBuild),
+        Some(Fault::WrongResult),
+        None,
+    ];
+    let candidates: Vec<(Vec<Step>, Option<Fault>)> =
+        faults.iter().map(|f| (good.clone(), *f)).collect();
+    let mut measurer = Measurer::new(options(2)).expect("workers start");
+    let first_workers = measurer.worker_pids();
+    let results = measurer
+        .measure_steps(&task, &candidates, &|_| {})
+        .expect("the batch is measured");
+    let kinds: Vec<MeasureErrorKind> = results.iter().map(|r| r.error_kind).collect();
+    let expected = {
+        use MeasureErrorKind::*;
+        vec![
+            None,
+            RuntimeError,
+            None,
+            RunTimeout,
+            RuntimeError,
+            None,
+            CompileError,
+            WrongResult,
+            None,
+        ]
+    };
+    assert_eq!(kinds, expected, "{results:#?}");
+    for (index, needle) in [
+        (1, "SIGSEGV"),
+        (4, "SIGABRT"),
+        (6, "SIGABRT"),
+        (7, "expected"),
+    ] {
+        let msg = &results[index].error_msg;
+        assert!(msg.contains(needle), "candidate {index}: {msg}");
+    }
+    for r in &results {
+        assert_eq!(
+            r.is_ok(),
+            !r.costs.is_empty(),
+            "costs only for successes: {r:?}"
+        );
+        assert!(r.timestamp > 1.6e9);
+    }
+    for r in [&results[0], &results[2], &results[5], &results[8]] {
+        assert!(r.median().expect("timed") > 0.0);
+        assert!(r.max_rel_error.expect("verified") <= 1e-5);
+        assert!(r.build_secs > 0.0 && r.run_secs > 0.0);
+    }
+    // Four workers died (segfault, hang, abort, abort in build) and were replaced.
+    let spawned = measurer.spawned_pids().to_vec();
+    assert!(spawned.len() >= 2 + 4, "spawned {spawned:?}");
+    for pid in &spawned {
+        let alive = measurer.worker_pids().contains(pid);
+        assert!(
+            alive || is_gone(*pid),
+            "worker {pid} left as {:?}",
+            state_of(*pid)
+        );
+    }
+    assert!(first_workers.iter().all(|p| spawned.contains(p)));
+    // The replaced workers measure a second batch normally.
+    let again = measurer
+        .measure_steps(&task, &[(good.clone(), None), (Vec::new(), None)], &|_| {})
+        .expect("measured");
+    assert!(again.iter().all(|r| r.is_ok()), "{again:#?}");
+    drop(measurer);
+    for pid in &spawned {
+        assert!(
+            is_gone(*pid),
+            "worker {pid} outlived the measurer as {:?}",
+            state_of(*pid)
+        );
+    }
+}
+
+#[test]
+fn a_batch_of_random_valid_candidates_is_measured_and_verified() {
+    let task = Task::from_registry("matmul", "M=24,N=20,K=12").expect("task");
+    let mut rng = StdRng::seed_from_u64(5);
+    let states: Vec<State> = (0..24)
+        .map(|_| random_schedule(task.dag(), &mut rng, 6))
+        .collect();
+    let mut opts = options(2);
+    opts.concurrent_runs = true;
+    opts.run_timeout = Duration::from_secs(30);
+    let mut measurer = Measurer::new(opts).expect("workers start");
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let results = measurer
+        .measure_with_progress(&task, &states, &|_| {
+            done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })
+        .expect("measured");
+    assert_eq!(done.into_inner(), states.len());
+    for (r, s) in results.iter().zip(&states) {
+        assert!(
+            r.is_ok(),
+            "a valid schedule must build, run and verify: {r:?}\n{}",
+            s.to_text()
+        );
+    }
+}
+
+#[test]
+fn a_large_task_is_verified_against_the_checked_default_kernel() {
+    // Above the interpreter limit: the trusted result comes from the default
+    // schedule's kernel, checked at sampled points against the interpreter.
+    let task = Task::from_registry("matmul", "M=256,N=256,K=128").expect("task");
+    assert!(task.dag().flop_count() > tessera::measure::INTERPRETER_FLOP_LIMIT);
+    let mut measurer = Measurer::new(options(1)).expect("worker starts");
+    let good = tiled_matmul_steps();
+    let results = measurer
+        .measure_steps(
+            &task,
+            &[(good.clone(), None), (good, Some(Fault::WrongResult))],
+            &|_| {},
+        )
+        .expect("measured");
+    assert!(results[0].is_ok(), "{:?}", results[0]);
+    assert_eq!(results[1].error_kind, MeasureErrorKind::WrongResult);
+}
+
+#[test]
+fn a_program_that_is_not_a_worker_is_refused_clearly() {
+    let mut opts = options(1);
+    opts.worker_program = Some(PathBuf::from("/bin/true"));
+    let err = Measurer::new(opts).err().expect("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("/bin/true") && msg.contains("TESSERA_WORKER"),
+        "{msg}"
+    );
+    let mut opts = options(1);
+    opts.workers = 0;
+    assert!(Measurer::new(opts).is_err());
+}
+
+/// Times the default matmul kernel with `k` as its reduction length.
+fn time_matmul(k: usize, options: &TimingOptions) -> tessera::measure::Timing {
+    let task = Task::from_registry("matmul", &format!("M=48,N=48,K={k}")).expect("task");
+    let (kernel, _) =
+        tessera::measure::build(task.dag(), &[], &Default::default()).expect("builds");
+    let mut buffers: Vec<NdBuffer> = task
+        .inputs()
+        .iter()
+        .map(|t| NdBuffer::from_host(t).expect("allocates"))
+        .collect();
+    buffers.push(NdBuffer::zeros(&[48, 48], tessera::te::DType::F32).expect("allocates"));
+    let mut refs: Vec<&mut NdBuffer> = buffers.iter_mut().collect();
+    time_runs(options, || kernel.run(&mut refs).expect("runs"), || {})
+}
+
+#[test]
+fn the_timing_protocol_is_repeatable_and_proportional_to_work() {
+    let options = TimingOptions {
+        warmup: 1,
+        number: 1,
+        repeat: 5,
+        min_repeat_ms: 20.0,
+        flush_cache: false,
+    };
+    let single: Vec<_> = (0..3).map(|_| time_matmul(256, &options)).collect();
+    let double = time_matmul(512, &options);
+    for t in single.iter().chain([&double]) {
+        assert_eq!(t.costs.len(), 5);
+        // min_repeat_ms honoured: every repeat ran at least 20 ms.
+        assert!(
+            t.costs.iter().all(|c| c * t.number as f64 >= 0.020),
+            "{t:?}"
+        );
+    }
+    let medians: Vec<f64> = single.iter().map(|t| t.median()).collect();
+    let spread = (medians.iter().copied().fold(0.0, f64::max)
+        - medians.iter().copied().fold(f64::INFINITY, f64::min))
+        / medians[1];
+    let ratio = double.median() / medians[1];
+    println!(
+        "medians of the same kernel: {:?} ms, relative spread {:.1}%; within-run spreads {:?}; twice the work takes {ratio:.2}x",
+        medians.iter().map(|m| m * 1e3).collect::<Vec<_>>(),
+        spread * 100.0,
+        single
+            .iter()
+            .map(|t| format!("{:.1}%", t.relative_spread() * 100.0))
+            .collect::<Vec<_>>(),
+    );
+    // Loose enough for a shared 2-core machine running other tests at once;
+    // a protocol that timed the wrong thing would be far outside.
+    assert!(spread < 0.5, "medians {medians:?}");
+    assert!(
+        (1.4..2.8).contains(&ratio),
+        "2x the work took {ratio}x the time"
+    );
+}
+
+#[test]
+fn the_device_key_is_stable_and_depends_on_the_features() {
+    let run = || {
+        let out = std::process::Command::new(worker())
+            .args(["device", "--json"])
+            .output()
+            .expect("runs");
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        (
+            v["hash"].as_str().expect("hash").to_string(),
+            v["readable"].as_str().expect("readable").to_string(),
+        )
+    };
+    let (first, second) = (run(), run());
+    assert_eq!(first, second, "two processes, one key");
+    let here = host_device().key();
+    assert_eq!((here.hash.clone(), here.readable.clone()), first);
+    let mut masked = host_device().clone();
+    if masked.features.is_empty() {
+        masked.features.push("has_sse3".into());
+    } else {
+        masked.features.pop();
+    }
+    assert_ne!(
+        masked.key().hash,
+        here.hash,
+        "a masked feature is another device"
+    );
+}
