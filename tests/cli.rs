@@ -185,3 +185,58 @@ fn bench_rejects_a_bad_schedule_file() {
         &["cannot read /nonexistent/steps.json"],
     );
 }
+
+#[test]
+fn measure_reports_every_candidate_and_the_throughput() {
+    let out = tessera(&[
+        "measure",
+        "matmul",
+        "--shape",
+        "M=16,N=16,K=16",
+        "--schedule",
+        "examples/schedules/matmul_tiled.json",
+        "--random",
+        "3",
+        "--workers",
+        "2",
+        "--min-repeat-ms",
+        "1",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON object");
+    let results = report["results"].as_array().expect("results");
+    assert_eq!(results.len(), 4);
+    for row in results {
+        assert_eq!(row["result"]["error_kind"], "none", "{row}");
+        assert!(row["gflops"].as_f64().expect("timed") > 0.0);
+    }
+    let summary = &report["summary"];
+    assert_eq!(summary["candidates"], 4);
+    assert!(summary["candidates_per_s"].as_f64().expect("rate") > 0.0);
+    assert!(
+        summary["workload"]
+            .as_str()
+            .expect("key")
+            .starts_with("matmul[M=16,N=16,K=16,f32]#")
+    );
+}
+
+#[test]
+fn measure_and_device_reject_bad_input() {
+    assert_rejected(
+        &["measure", "matmul", "--shape", "M=16"],
+        &["nothing to measure"],
+    );
+    assert_rejected(
+        &["measure", "matmul", "--random", "1", "--run-timeout=0"],
+        &["--run-timeout"],
+    );
+    assert_rejected(
+        &["measure", "matmul", "--random", "1", "--workers", "0"],
+        &["workers"],
+    );
+    let out = tessera(&["device"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("key:"));
+}
