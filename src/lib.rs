@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod codegen;
+pub mod db;
 pub mod measure;
 pub mod ops;
 pub mod runtime;

@@ -201,6 +201,7 @@ fn measure_reports_every_candidate_and_the_throughput() {
         "2",
         "--min-repeat-ms",
         "1",
+        "--no-record",
         "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -229,11 +230,26 @@ fn measure_and_device_reject_bad_input() {
         &["nothing to measure"],
     );
     assert_rejected(
-        &["measure", "matmul", "--random", "1", "--run-timeout=0"],
+        &[
+            "measure",
+            "matmul",
+            "--random",
+            "1",
+            "--run-timeout=0",
+            "--no-record",
+        ],
         &["--run-timeout"],
     );
     assert_rejected(
-        &["measure", "matmul", "--random", "1", "--workers", "0"],
+        &[
+            "measure",
+            "matmul",
+            "--random",
+            "1",
+            "--workers",
+            "0",
+            "--no-record",
+        ],
         &["workers"],
     );
     let out = tessera(&["device"]);

@@ -50,6 +50,12 @@ pub enum CliError {
     /// Measurement could not run.
     #[error(transparent)]
     Measure(#[from] crate::measure::MeasureError),
+    /// The tuning database failed.
+    #[error(transparent)]
+    Db(#[from] crate::db::DbError),
+    /// A lookup found no exact match (exit code 1); the text says what exists instead.
+    #[error("{0}")]
+    NotFound(String),
     /// Options that do not make sense together.
     #[error("{0}")]
     Usage(String),

@@ -12,11 +12,12 @@ use rand::rngs::StdRng;
 use serde_json::json;
 
 use super::error::CliError;
+use crate::db::{self, TuningDb};
 use crate::measure::{
     MeasureErrorKind, MeasureOptions, MeasureResult, Measurer, Task, TimingOptions,
 };
 use crate::runtime::host_device;
-use crate::schedule::{State, random::random_schedule};
+use crate::schedule::{State, Step, random::random_schedule};
 
 /// What to measure and how (`tessera measure --help`).
 #[derive(Debug, clap::Args)]
@@ -71,6 +72,16 @@ pub(crate) struct MeasureArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// The tuning database the results are recorded in (default:
+    /// TESSERA_DB, else tuning_logs/tuning.db).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Do not record the results.
+    #[arg(long)]
+    no_record: bool,
+    /// Candidates per measured batch; each batch is recorded in one transaction.
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
 }
 
 fn seconds(name: &str, value: f64) -> Result<Duration, CliError> {
@@ -119,6 +130,15 @@ pub(crate) fn measure(args: &MeasureArgs) -> Result<String, CliError> {
         },
         ..defaults
     };
+    if args.batch_size == 0 {
+        return Err(CliError::Usage("--batch-size must be at least 1".into()));
+    }
+    let mut db = match args.no_record {
+        true => None,
+        false => Some(TuningDb::open(
+            &args.db.clone().unwrap_or_else(db::default_path),
+        )?),
+    };
     let start = Instant::now();
     let mut measurer = Measurer::new(options.clone())?;
     let bar = ProgressBar::new(states.len() as u64);
@@ -129,16 +149,32 @@ pub(crate) fn measure(args: &MeasureArgs) -> Result<String, CliError> {
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
-    let results = measurer.measure_with_progress(&task, &states, &|r: &MeasureResult| {
-        bar.inc(1);
-        bar.set_message(r.error_kind.name());
-    })?;
+    let mut results = Vec::with_capacity(states.len());
+    let mut recorded = 0;
+    for batch in states.chunks(args.batch_size) {
+        let measured = measurer.measure_with_progress(&task, batch, &|r: &MeasureResult| {
+            bar.inc(1);
+            bar.set_message(r.error_kind.name());
+        })?;
+        if let Some(db) = db.as_mut() {
+            let rows: Vec<(&[Step], &MeasureResult)> =
+                batch.iter().map(State::steps).zip(&measured).collect();
+            recorded += db.record_batch(&task, host_device(), &rows)?;
+        }
+        results.extend(measured);
+    }
     bar.finish_and_clear();
     let elapsed = start.elapsed().as_secs_f64();
     drop(measurer);
-    Ok(report(
-        &task, &states, &results, &options, elapsed, args.json,
-    ))
+    let mut text = report(&task, &states, &results, &options, elapsed, args.json);
+    if let (Some(db), false) = (&db, args.json) {
+        let _ = writeln!(
+            text,
+            "recorded {recorded} new record(s) in {}",
+            db.path().display()
+        );
+    }
+    Ok(text)
 }
 
 fn gflops(task: &Task, r: &MeasureResult) -> Option<f64> {

@@ -2,6 +2,7 @@
 //! ship its own binary with the same commands.
 
 mod bench;
+mod cache;
 mod commands;
 mod device;
 mod error;
@@ -74,6 +75,8 @@ enum Command {
     /// Measure candidates in worker processes: build, verify against the
     /// reference, time; report each result and candidates per second.
     Measure(measure::MeasureArgs),
+    /// Inspect and move tuning records: list, best, export, import, merge, prune.
+    Cache(cache::CacheArgs),
     /// Serve measurement requests on stdin/stdout (started by the measurer).
     #[command(hide = true)]
     MeasureWorker,
@@ -92,7 +95,8 @@ pub fn run() -> i32 {
 }
 
 /// Runs the command line on `args` (the first is the program name); returns
-/// the exit code: 0 on success, 2 on bad input.
+/// the exit code: 0 on success, 1 when a lookup finds no exact match, 2 on
+/// bad input.
 pub fn run_with<I, T>(args: I) -> i32
 where
     I: IntoIterator<Item = T>,
@@ -109,6 +113,7 @@ where
     let result = match cli.command {
         Command::MeasureWorker => return crate::measure::worker_main(),
         Command::Device { json } => device::device(json),
+        Command::Cache(args) => cache::cache(&args),
         Command::Measure(args) => measure::measure(&args),
         Command::Ops => commands::ops(),
         Command::Show {
@@ -143,6 +148,10 @@ where
         Ok(text) => {
             print!("{text}");
             0
+        }
+        Err(CliError::NotFound(what)) => {
+            eprintln!("{what}");
+            1
         }
         Err(e) => {
             eprintln!("error: {e}");

@@ -1,0 +1,125 @@
+//! A tuning record: one measurement with everything needed to know where it
+//! is valid. It is both a database row (joined with its workload and
+//! device) and one line of a JSON-lines log.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::measure::MeasureResult;
+use crate::runtime::DeviceDescription;
+use crate::schedule::Step;
+
+/// The workload a record was measured on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadInfo {
+    /// The workload key's hash (64 hex digits).
+    pub key: String,
+    /// The readable form, e.g. `matmul[M=512,N=512,K=512,f32]`.
+    pub readable: String,
+    /// The registry operator it was built from, when it came from the registry.
+    pub op: Option<String>,
+    /// Its full shape (`M=512,N=512,K=512`), with `op`.
+    pub shape: Option<String>,
+    /// FLOPs of one run.
+    pub flops: u64,
+    /// The canonical DAG text the key hashes.
+    pub canonical: String,
+}
+
+/// The device a record was measured on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// The device key's hash (64 hex digits).
+    pub key: String,
+    /// The readable name, e.g. `x86_64-amd-epyc-2c-avx512`.
+    pub readable: String,
+    /// What the key was made from.
+    pub description: DeviceDescription,
+}
+
+/// One measurement and where it is valid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuningRecord {
+    /// The record format's schema version.
+    pub schema: i64,
+    /// The tessera version that measured it.
+    pub tessera_version: String,
+    /// Where it was measured: the workload…
+    pub workload: WorkloadInfo,
+    /// …and the device.
+    pub device: DeviceInfo,
+    /// The schedule.
+    pub steps: Vec<Step>,
+    /// The measurement.
+    pub result: MeasureResult,
+}
+
+impl TuningRecord {
+    /// A hash of what makes this record this record (keys, versions, steps,
+    /// result): two copies of one measurement have the same fingerprint, so
+    /// importing or merging them twice stores them once.
+    pub fn fingerprint(&self) -> String {
+        let identity = serde_json::json!([
+            self.schema,
+            self.tessera_version,
+            self.workload.key,
+            self.device.key,
+            self.steps,
+            self.result,
+        ]);
+        let digest = Sha256::digest(identity.to_string().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// GFLOP/s of the median cost, for successful records.
+    pub fn gflops(&self) -> Option<f64> {
+        self.result
+            .median()
+            .map(|m| self.workload.flops as f64 / m / 1e9)
+    }
+
+    /// Checks what serde cannot: keys are 64 hex digits, costs are finite
+    /// and non-negative and present exactly when the measurement succeeded,
+    /// the schema is not newer than this build's.
+    pub fn validate(&self) -> Result<(), String> {
+        let hex64 = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        if self.schema > super::SCHEMA_VERSION || self.schema < 1 {
+            return Err(format!(
+                "record schema {} is not one this tessera reads (1..={})",
+                self.schema,
+                super::SCHEMA_VERSION
+            ));
+        }
+        if !hex64(&self.workload.key) {
+            return Err(format!(
+                "workload key '{}' is not 64 hex digits",
+                self.workload.key
+            ));
+        }
+        if !hex64(&self.device.key) {
+            return Err(format!(
+                "device key '{}' is not 64 hex digits",
+                self.device.key
+            ));
+        }
+        if self.device.description.key().hash != self.device.key {
+            return Err(format!(
+                "device key '{}' does not match its description",
+                self.device.key
+            ));
+        }
+        let r = &self.result;
+        if r.costs.iter().any(|c| !c.is_finite() || *c < 0.0) {
+            return Err("costs must be finite, non-negative seconds".into());
+        }
+        if r.is_ok() == r.costs.is_empty() {
+            return Err(format!(
+                "a '{}' record must {}have costs",
+                r.error_kind,
+                if r.is_ok() { "" } else { "not " }
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,459 @@
+//! The SQLite tuning cache: opening (WAL, busy timeout, migrations),
+//! writing batches of records, and reading them back.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, Row, Transaction, TransactionBehavior, params};
+
+use crate::measure::{MeasureErrorKind, MeasureResult, Task};
+use crate::runtime::DeviceDescription;
+use crate::schedule::Step;
+
+use super::error::DbError;
+use super::record::{DeviceInfo, TuningRecord, WorkloadInfo};
+use super::schema::{SCHEMA_VERSION, Version, migrate};
+
+/// How long a writer waits for another writer's transaction.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A tuning database (see the [module docs](super)).
+pub struct TuningDb {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// The columns [`TuningDb::row_to_record`] reads, in order.
+pub(crate) const RECORD_COLUMNS: &str = "r.id, r.steps, r.costs, r.error_kind, r.error_msg, r.build_secs, \
+     r.run_secs, r.max_rel_error, r.tessera_version, r.schema_version, r.timestamp, \
+     w.key, w.readable, w.op, w.shape, w.flops, w.canonical, d.key, d.readable, d.description";
+
+/// The joins every record query uses.
+pub(crate) const RECORD_FROM: &str =
+    "records r JOIN workloads w ON r.workload_id = w.id JOIN devices d ON r.device_id = d.id";
+
+/// A row of [`TuningDb::list`]: one workload on one device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadSummary {
+    /// The device's readable name and key hash.
+    pub device: (String, String),
+    /// The workload's readable form and key hash.
+    pub workload: (String, String),
+    /// Records stored.
+    pub records: usize,
+    /// Of which measured successfully.
+    pub successes: usize,
+    /// The best median cost in seconds, if any succeeded.
+    pub best_cost: Option<f64>,
+    /// The workload's FLOPs.
+    pub flops: u64,
+}
+
+impl WorkloadSummary {
+    /// GFLOP/s of the best record.
+    pub fn best_gflops(&self) -> Option<f64> {
+        self.best_cost.map(|c| self.flops as f64 / c / 1e9)
+    }
+}
+
+impl TuningDb {
+    /// Opens (creating it and its folder if need be) the database at `path`
+    /// and brings its schema up to date; refuses a newer schema.
+    pub fn open(path: &Path) -> Result<TuningDb, DbError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| DbError::Io {
+                path: parent.into(),
+                source,
+            })?;
+        }
+        let conn = Connection::open(path).map_err(|source| DbError::Sqlite {
+            path: path.into(),
+            source,
+        })?;
+        Self::setup(conn, path.into())
+    }
+
+    /// Opens the database at `path`, which must exist (for commands that
+    /// only read: a typo in `--db` is an error, not a new empty database).
+    pub fn open_existing(path: &Path) -> Result<TuningDb, DbError> {
+        if !path.is_file() {
+            return Err(DbError::Io {
+                path: path.into(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no tuning database here (`tessera measure` creates one; choose another with --db or TESSERA_DB)",
+                ),
+            });
+        }
+        Self::open(path)
+    }
+
+    /// A private in-memory database (for tests and dry runs).
+    pub fn open_in_memory() -> Result<TuningDb, DbError> {
+        let conn = Connection::open_in_memory().map_err(|source| DbError::Sqlite {
+            path: ":memory:".into(),
+            source,
+        })?;
+        Self::setup(conn, ":memory:".into())
+    }
+
+    fn setup(mut conn: Connection, path: PathBuf) -> Result<TuningDb, DbError> {
+        let sql = |source| DbError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+        // Refuse a newer schema before changing anything in the file.
+        let found: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(sql)?;
+        if found > SCHEMA_VERSION {
+            return Err(DbError::NewerSchema {
+                path,
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        // WAL lets readers and one writer proceed at once; in-memory
+        // databases answer "memory" and keep their journal.
+        let _mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(sql)?;
+        match migrate(&mut conn).map_err(sql)? {
+            Version::Current => Ok(TuningDb { conn, path }),
+            Version::Newer(found) => Err(DbError::NewerSchema {
+                path,
+                found,
+                supported: SCHEMA_VERSION,
+            }),
+        }
+    }
+
+    /// Wraps an open connection without migrating it (for reading another database).
+    pub(crate) fn from_connection(conn: Connection, path: PathBuf) -> TuningDb {
+        TuningDb { conn, path }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn sql_error(&self, source: rusqlite::Error) -> DbError {
+        DbError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Stores one measured batch in one transaction: either every record of
+    /// the batch is stored or none is. Returns how many were new.
+    pub fn record_batch(
+        &mut self,
+        task: &Task,
+        device: &DeviceDescription,
+        batch: &[(&[Step], &MeasureResult)],
+    ) -> Result<usize, DbError> {
+        let key = device.key();
+        let workload = WorkloadInfo {
+            key: task.key().hash.clone(),
+            readable: task.key().readable.clone(),
+            op: Some(task.op().to_string()),
+            shape: Some(task.shape().to_string()),
+            flops: task.dag().flop_count(),
+            canonical: task.dag().canonical_text(),
+        };
+        let device = DeviceInfo {
+            key: key.hash,
+            readable: key.readable,
+            description: device.clone(),
+        };
+        let records: Vec<TuningRecord> = batch
+            .iter()
+            .map(|(steps, result)| TuningRecord {
+                schema: SCHEMA_VERSION,
+                tessera_version: env!("CARGO_PKG_VERSION").to_string(),
+                workload: workload.clone(),
+                device: device.clone(),
+                steps: steps.to_vec(),
+                result: (*result).clone(),
+            })
+            .collect();
+        self.insert_all(&records)
+    }
+
+    /// Stores `records` in one transaction, skipping ones already stored
+    /// (same fingerprint); returns how many were new.
+    pub fn insert_all(&mut self, records: &[TuningRecord]) -> Result<usize, DbError> {
+        self.write(|tx| {
+            let mut added = 0;
+            for record in records {
+                added += insert(tx, record)?;
+            }
+            Ok(added)
+        })
+    }
+
+    /// Runs `work` in one write transaction (taken at once, so concurrent
+    /// writers queue on the busy timeout instead of failing on upgrade).
+    fn write<T>(
+        &mut self,
+        work: impl FnOnce(&Transaction) -> rusqlite::Result<T>,
+    ) -> Result<T, DbError> {
+        let path = self.path.clone();
+        let sql = |source| DbError::Sqlite { path, source };
+        let run = || {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = work(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        };
+        run().map_err(sql)
+    }
+
+    /// The `k` fastest successful records of `workload` on `device` (key
+    /// hashes), fastest first.
+    pub fn best(
+        &self,
+        workload: &str,
+        device: &str,
+        k: usize,
+    ) -> Result<Vec<TuningRecord>, DbError> {
+        self.query(
+            &format!(
+                "SELECT {RECORD_COLUMNS} FROM {RECORD_FROM} WHERE w.key = ?1 AND d.key = ?2 \
+                 AND r.cost IS NOT NULL ORDER BY r.cost, r.id LIMIT ?3"
+            ),
+            params![workload, device, k as i64],
+        )
+    }
+
+    /// Every record of `workload` on `device`, failures included, oldest first
+    /// (what a cost model trains on).
+    pub fn records(&self, workload: &str, device: &str) -> Result<Vec<TuningRecord>, DbError> {
+        self.query(
+            &format!(
+                "SELECT {RECORD_COLUMNS} FROM {RECORD_FROM} WHERE w.key = ?1 AND d.key = ?2 ORDER BY r.id"
+            ),
+            params![workload, device],
+        )
+    }
+
+    /// Every record, oldest first.
+    pub fn all_records(&self) -> Result<Vec<TuningRecord>, DbError> {
+        self.query(
+            &format!("SELECT {RECORD_COLUMNS} FROM {RECORD_FROM} ORDER BY r.id"),
+            [],
+        )
+    }
+
+    /// How many records are stored.
+    pub fn count(&self) -> Result<usize, DbError> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM records", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as usize)
+            .map_err(|e| self.sql_error(e))
+    }
+
+    pub(crate) fn query(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<TuningRecord>, DbError> {
+        self.query_rows(sql, params)?.into_iter().collect()
+    }
+
+    /// As [`query`](Self::query), but a row that cannot be read is its own
+    /// error and the others are still returned.
+    pub(crate) fn query_rows(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<Result<TuningRecord, DbError>>, DbError> {
+        let mut stmt = self.conn.prepare(sql).map_err(|e| self.sql_error(e))?;
+        let rows = stmt
+            .query_map(params, |row| Ok(self.row_to_record(row)))
+            .map_err(|e| self.sql_error(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(row.map_err(|e| self.sql_error(e))?);
+        }
+        Ok(out)
+    }
+
+    /// Reads a row of [`RECORD_COLUMNS`].
+    fn row_to_record(&self, row: &Row) -> Result<TuningRecord, DbError> {
+        let id: i64 = row.get(0).map_err(|e| self.sql_error(e))?;
+        let bad = |reason: String| DbError::BadRow {
+            path: self.path.clone(),
+            id,
+            reason,
+        };
+        let get_err = |e: rusqlite::Error| bad(e.to_string());
+        let text = |i: usize| row.get::<_, String>(i).map_err(get_err);
+        let steps: Vec<Step> = serde_json::from_str(&text(1)?)
+            .map_err(|e| bad(format!("its steps do not parse: {e}")))?;
+        let costs: Vec<f64> = serde_json::from_str(&text(2)?)
+            .map_err(|e| bad(format!("its costs do not parse: {e}")))?;
+        let kind = text(3)?;
+        let error_kind = MeasureErrorKind::from_name(&kind)
+            .ok_or_else(|| bad(format!("unknown error kind '{kind}'")))?;
+        let description: DeviceDescription = serde_json::from_str(&text(19)?)
+            .map_err(|e| bad(format!("its device description does not parse: {e}")))?;
+        let flops: i64 = row.get(15).map_err(get_err)?;
+        Ok(TuningRecord {
+            schema: row.get(9).map_err(get_err)?,
+            tessera_version: text(8)?,
+            workload: WorkloadInfo {
+                key: text(11)?,
+                readable: text(12)?,
+                op: row.get(13).map_err(get_err)?,
+                shape: row.get(14).map_err(get_err)?,
+                flops: flops.max(0) as u64,
+                canonical: text(16)?,
+            },
+            device: DeviceInfo {
+                key: text(17)?,
+                readable: text(18)?,
+                description,
+            },
+            steps,
+            result: MeasureResult {
+                costs,
+                error_kind,
+                error_msg: text(4)?,
+                build_secs: row.get(5).map_err(get_err)?,
+                run_secs: row.get(6).map_err(get_err)?,
+                max_rel_error: row.get(7).map_err(get_err)?,
+                timestamp: row.get(10).map_err(get_err)?,
+            },
+        })
+    }
+
+    /// Workloads per device: record counts and the best cost.
+    pub fn list(&self) -> Result<Vec<WorkloadSummary>, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT d.readable, d.key, w.readable, w.key, COUNT(*), \
+                 SUM(r.cost IS NOT NULL), MIN(r.cost), w.flops \
+                 FROM records r JOIN workloads w ON r.workload_id = w.id \
+                 JOIN devices d ON r.device_id = d.id \
+                 GROUP BY r.device_id, r.workload_id ORDER BY d.readable, d.key, w.readable, w.key",
+            )
+            .map_err(|e| self.sql_error(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(WorkloadSummary {
+                    device: (r.get(0)?, r.get(1)?),
+                    workload: (r.get(2)?, r.get(3)?),
+                    records: r.get::<_, i64>(4)? as usize,
+                    successes: r.get::<_, i64>(5)? as usize,
+                    best_cost: r.get(6)?,
+                    flops: r.get::<_, i64>(7)?.max(0) as u64,
+                })
+            })
+            .map_err(|e| self.sql_error(e))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(|e| self.sql_error(e))
+    }
+
+    /// Keeps the `keep` fastest successful records of each workload on each
+    /// device and deletes every other record; returns how many were deleted.
+    pub fn prune(&mut self, keep: usize) -> Result<usize, DbError> {
+        self.write(|tx| {
+            tx.execute(
+                "DELETE FROM records WHERE id NOT IN (\
+                   SELECT id FROM (SELECT id, ROW_NUMBER() OVER (\
+                     PARTITION BY workload_id, device_id ORDER BY cost, id) AS rank \
+                   FROM records WHERE cost IS NOT NULL) WHERE rank <= ?1)",
+                params![keep as i64],
+            )
+        })
+    }
+
+    /// The device key hashes whose key or readable name `selector` names
+    /// (a full readable name, `readable#short-hash`, or a hash prefix of at
+    /// least 6 digits).
+    pub fn find_devices(&self, selector: &str) -> Result<Vec<String>, DbError> {
+        self.find_keys("devices", selector)
+    }
+
+    /// The workload key hashes `selector` names (as for devices).
+    pub fn find_workloads(&self, selector: &str) -> Result<Vec<String>, DbError> {
+        self.find_keys("workloads", selector)
+    }
+
+    fn find_keys(&self, table: &str, selector: &str) -> Result<Vec<String>, DbError> {
+        let (readable, hash) = match selector.split_once('#') {
+            Some((r, h)) => (Some(r), h),
+            None => (Some(selector), selector),
+        };
+        let hash_prefix = (hash.len() >= 6 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| format!("{}%", hash.to_ascii_lowercase()));
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT key FROM {table} WHERE (?1 IS NOT NULL AND key LIKE ?1) \
+                 OR (readable = ?2 AND (?3 = 0 OR ?1 IS NULL OR key LIKE ?1)) ORDER BY key"
+            ))
+            .map_err(|e| self.sql_error(e))?;
+        let with_hash = i64::from(selector.contains('#'));
+        let rows = stmt
+            .query_map(params![hash_prefix, readable, with_hash], |r| r.get(0))
+            .map_err(|e| self.sql_error(e))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(|e| self.sql_error(e))
+    }
+}
+
+/// Inserts one record (and its workload and device if new); 1 if it was new.
+fn insert(tx: &Transaction, record: &TuningRecord) -> rusqlite::Result<usize> {
+    let w = &record.workload;
+    tx.prepare_cached(
+        "INSERT INTO workloads (key, readable, op, shape, canonical, flops) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+         ON CONFLICT(key) DO NOTHING",
+    )?
+    .execute(params![w.key, w.readable, w.op, w.shape, w.canonical, w.flops as i64])?;
+    let d = &record.device;
+    let description = serde_json::to_string(&d.description).unwrap_or_default();
+    tx.prepare_cached(
+        "INSERT INTO devices (key, readable, description) VALUES (?1, ?2, ?3) ON CONFLICT(key) DO NOTHING",
+    )?
+    .execute(params![d.key, d.readable, description])?;
+    let r = &record.result;
+    let steps = serde_json::to_string(&record.steps).unwrap_or_else(|_| "[]".into());
+    let costs = serde_json::to_string(&r.costs).unwrap_or_else(|_| "[]".into());
+    tx.prepare_cached(
+        "INSERT INTO records (workload_id, device_id, steps, costs, cost, error_kind, error_msg, \
+         build_secs, run_secs, max_rel_error, tessera_version, schema_version, timestamp, fingerprint) \
+         VALUES ((SELECT id FROM workloads WHERE key = ?1), (SELECT id FROM devices WHERE key = ?2), \
+         ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT(fingerprint) DO NOTHING",
+    )?
+    .execute(params![
+        w.key,
+        d.key,
+        steps,
+        costs,
+        r.median(),
+        r.error_kind.name(),
+        r.error_msg,
+        r.build_secs,
+        r.run_secs,
+        r.max_rel_error,
+        record.tessera_version,
+        record.schema,
+        r.timestamp,
+        record.fingerprint(),
+    ])
+}
