@@ -5,10 +5,12 @@
 
 pub mod cli;
 pub mod codegen;
+pub mod cost;
 pub mod db;
 pub mod measure;
 pub mod ops;
 pub mod runtime;
 pub mod schedule;
+pub mod search;
 pub mod te;
 pub mod tir;

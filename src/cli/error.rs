@@ -53,6 +53,12 @@ pub enum CliError {
     /// The tuning database failed.
     #[error(transparent)]
     Db(#[from] crate::db::DbError),
+    /// Tuning failed.
+    #[error(transparent)]
+    Tune(#[from] crate::search::TuneError),
+    /// A cost model failed.
+    #[error(transparent)]
+    Cost(#[from] crate::cost::CostError),
     /// A lookup found no exact match (exit code 1); the text says what exists instead.
     #[error("{0}")]
     NotFound(String),

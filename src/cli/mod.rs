@@ -4,10 +4,12 @@
 mod bench;
 mod cache;
 mod commands;
+mod cost_model;
 mod device;
 mod error;
 mod measure;
 mod peers;
+mod tune;
 
 pub use error::CliError;
 
@@ -75,8 +77,13 @@ enum Command {
     /// Measure candidates in worker processes: build, verify against the
     /// reference, time; report each result and candidates per second.
     Measure(measure::MeasureArgs),
+    /// Search for a fast schedule: sketches, evolutionary search guided by a
+    /// cost model, candidates measured in worker processes and recorded.
+    Tune(tune::TuneArgs),
     /// Inspect and move tuning records: list, best, export, import, merge, prune.
     Cache(cache::CacheArgs),
+    /// Train a learned cost model on the tuning cache, or evaluate models on held-out records.
+    CostModel(cost_model::CostModelArgs),
     /// Serve measurement requests on stdin/stdout (started by the measurer).
     #[command(hide = true)]
     MeasureWorker,
@@ -114,6 +121,8 @@ where
         Command::MeasureWorker => return crate::measure::worker_main(),
         Command::Device { json } => device::device(json),
         Command::Cache(args) => cache::cache(&args),
+        Command::Tune(args) => tune::tune_command(&args),
+        Command::CostModel(args) => cost_model::cost_model(&args),
         Command::Measure(args) => measure::measure(&args),
         Command::Ops => commands::ops(),
         Command::Show {

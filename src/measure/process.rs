@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::io::{BufReader, Read};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -46,8 +46,11 @@ pub(crate) struct WorkerProcess {
 impl WorkerProcess {
     /// Starts `program measure-worker` and waits up to `timeout` for its hello.
     pub fn spawn(program: &Path, timeout: Duration) -> Result<WorkerProcess, String> {
+        // A process group of its own: Ctrl-C in a terminal stops the tuner
+        // (which then finishes cleanly), not the workers mid-measurement.
         let mut child = Command::new(program)
             .arg("measure-worker")
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

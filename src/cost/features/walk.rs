@@ -1,0 +1,198 @@
+//! Walks a lowered function and describes each store in its context: the
+//! loops around it, the guards, its arithmetic and its buffer accesses.
+
+use std::collections::HashMap;
+
+use crate::te::{Expr, ExprKind};
+use crate::tir::{ForKind, MemScope, PrimFunc, Stmt};
+
+use super::access::{AccessFeatures, AccessKind, LoopInfo, analyse, flat_offset};
+use super::ops::OpCounts;
+
+/// An enclosing loop with its annotation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LoopCtx {
+    pub info: LoopInfo,
+    pub kind: ForKind,
+}
+
+/// Everything the features of one store are computed from (raw, before
+/// the log transform).
+#[derive(Clone, Debug)]
+pub struct StoreSummary {
+    /// The buffer written.
+    pub buffer: String,
+    /// Times the store executes (product of the enclosing loop extents).
+    pub trips: f64,
+    /// Operation counts of one execution.
+    pub(crate) ops: OpCounts,
+    /// Enclosing loops, outer first.
+    pub(crate) loops: Vec<LoopCtx>,
+    /// Enclosing conditionals.
+    pub guards: usize,
+    /// The value is a constant (a reduction's initialisation).
+    pub is_init: bool,
+    /// The value reads the element it writes (a reduction's update).
+    pub is_update: bool,
+    /// The buffer written is a local (cache) buffer.
+    pub writes_local: bool,
+    /// Bytes of the buffer written, if it is allocated inside the function.
+    pub alloc_bytes: f64,
+    /// The accesses, most cache lines first.
+    pub(crate) accesses: Vec<AccessFeatures>,
+}
+
+impl StoreSummary {
+    /// Floating-point operations executed in total.
+    pub fn flops(&self) -> f64 {
+        self.ops.flops() * self.trips
+    }
+
+    /// Bytes moved by all accesses in total.
+    pub fn bytes(&self) -> f64 {
+        self.accesses.iter().map(|a| a.bytes).sum()
+    }
+
+    /// Cache lines touched by all accesses in total.
+    pub fn lines(&self) -> f64 {
+        self.accesses.iter().map(|a| a.lines).sum()
+    }
+}
+
+struct Walker<'f> {
+    func: &'f PrimFunc,
+    handles: HashMap<u64, usize>,
+    allocated: Vec<bool>,
+    loops: Vec<LoopCtx>,
+    guards: usize,
+    out: Vec<StoreSummary>,
+}
+
+/// Describes every store of `func`, in program order.
+pub fn summarize(func: &PrimFunc) -> Vec<StoreSummary> {
+    let mut allocated = vec![false; func.buffers.len()];
+    func.body.visit(&mut |s| {
+        if let Stmt::Allocate { buffer, .. } = s
+            && let Some(a) = allocated.get_mut(*buffer)
+        {
+            *a = true;
+        }
+    });
+    let mut w = Walker {
+        func,
+        handles: func.handle_map(),
+        allocated,
+        loops: Vec::new(),
+        guards: 0,
+        out: Vec::new(),
+    };
+    w.stmt(&func.body);
+    w.out
+}
+
+impl Walker<'_> {
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::For {
+                var,
+                extent,
+                kind,
+                body,
+            } => {
+                self.loops.push(LoopCtx {
+                    info: LoopInfo {
+                        var: var.id(),
+                        extent: *extent as f64,
+                    },
+                    kind: *kind,
+                });
+                self.stmt(body);
+                self.loops.pop();
+            }
+            Stmt::Seq(items) => items.iter().for_each(|i| self.stmt(i)),
+            Stmt::IfThenElse {
+                then, otherwise, ..
+            } => {
+                self.guards += 1;
+                self.stmt(then);
+                if let Some(o) = otherwise {
+                    self.stmt(o);
+                }
+                self.guards -= 1;
+            }
+            Stmt::Allocate { body, .. } | Stmt::Let { body, .. } => self.stmt(body),
+            Stmt::Store {
+                buffer,
+                indices,
+                value,
+            } => self.store(*buffer, indices, value),
+        }
+    }
+
+    fn store(&mut self, buffer: usize, indices: &[Expr], value: &Expr) {
+        let Some(target) = self.func.buffers.get(buffer) else {
+            return;
+        };
+        let mut ops = OpCounts::default();
+        ops.add_expr(value);
+        indices.iter().for_each(|i| ops.add_expr(i));
+        let loops: Vec<LoopInfo> = self.loops.iter().map(|l| l.info).collect();
+        let write_offset = flat_offset(indices, &target.shape);
+        let mut is_update = false;
+        // Reads grouped by buffer; a read of the written element makes the
+        // write a read-write.
+        let mut reads: Vec<(usize, Vec<Expr>)> = Vec::new();
+        value.visit(&mut |x| {
+            if let ExprKind::Read(t, idx) = x.kind()
+                && let Some(&b) = self.handles.get(&t.id())
+            {
+                if b == buffer && idx.as_slice() == indices {
+                    is_update = true;
+                } else if !reads.iter().any(|(rb, ri)| *rb == b && ri == idx) {
+                    reads.push((b, idx.clone()));
+                }
+            }
+        });
+        let elements = |b: usize| self.func.buffers[b].num_elements() as f64;
+        let element_bytes = |b: usize| self.func.buffers[b].dtype.size_bytes() as f64;
+        let mut accesses = vec![analyse(
+            if is_update {
+                AccessKind::ReadWrite
+            } else {
+                AccessKind::Write
+            },
+            &write_offset,
+            &loops,
+            element_bytes(buffer),
+            elements(buffer),
+        )];
+        for (b, idx) in &reads {
+            let offset = flat_offset(idx, &self.func.buffers[*b].shape);
+            accesses.push(analyse(
+                AccessKind::Read,
+                &offset,
+                &loops,
+                element_bytes(*b),
+                elements(*b),
+            ));
+        }
+        accesses.sort_by(|a, b| b.lines.total_cmp(&a.lines));
+        let allocated = self.allocated.get(buffer).copied().unwrap_or(false);
+        self.out.push(StoreSummary {
+            buffer: target.name.clone(),
+            trips: loops.iter().map(|l| l.extent).product(),
+            ops,
+            loops: self.loops.clone(),
+            guards: self.guards,
+            is_init: matches!(value.kind(), ExprKind::Const(_)),
+            is_update,
+            writes_local: target.scope == MemScope::Local,
+            alloc_bytes: if allocated {
+                elements(buffer) * element_bytes(buffer)
+            } else {
+                0.0
+            },
+            accesses,
+        });
+    }
+}

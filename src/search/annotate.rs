@@ -1,0 +1,206 @@
+//! Annotation: the numbers a sketch leaves open ([`Decisions`]), sampled at
+//! random, and turned into a complete, replayable schedule.
+
+use rand::{Rng, RngExt};
+
+use crate::schedule::{Annotation, State, Step};
+use crate::te::{ComputeDag, IterKind};
+
+use super::factor::sample_factors;
+use super::sketch::{Sketch, SketchStep};
+
+/// `auto_unroll_max_step` values annotation chooses from (Ansor's CPU set).
+pub const UNROLL_CHOICES: [u32; 4] = [0, 16, 64, 512];
+
+/// Longest innermost loop annotation vectorizes.
+pub const MAX_VECTOR_EXTENT: i64 = 64;
+
+/// Everything annotation decides for one sketch.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Decisions {
+    /// Factors of each tile step, in sketch order.
+    pub tiles: Vec<Vec<i64>>,
+    /// Per annotation site: how many leading spatial loops run in parallel
+    /// (fused into one); 0 for none.
+    pub parallel: Vec<usize>,
+    /// Per site: vectorize the innermost loop.
+    pub vectorize: Vec<bool>,
+    /// Per site: the `auto_unroll_max_step` pragma (0: none).
+    pub unroll: Vec<u32>,
+}
+
+/// Random decisions for `sketch`.
+pub fn random_decisions<R: Rng>(sketch: &Sketch, rng: &mut R) -> Decisions {
+    let tiles = sketch
+        .tiles()
+        .into_iter()
+        .map(|(extent, parts)| sample_factors(extent, parts, rng))
+        .collect();
+    let n = sketch.sites.len();
+    Decisions {
+        tiles,
+        parallel: sketch
+            .sites
+            .iter()
+            .map(|s| {
+                if s.parallel {
+                    rng.random_range(1..=3)
+                } else {
+                    0
+                }
+            })
+            .collect(),
+        vectorize: sketch
+            .sites
+            .iter()
+            .map(|s| s.vectorize && rng.random_bool(0.9))
+            .collect(),
+        unroll: (0..n)
+            .map(|i| {
+                if sketch.sites[i].unroll {
+                    UNROLL_CHOICES[rng.random_range(0..UNROLL_CHOICES.len())]
+                } else {
+                    0
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Why decisions did not make a schedule (a sketch bug, or decisions for
+/// another sketch).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("sketch '{sketch}': {reason}")]
+pub struct MaterializeError {
+    /// The sketch.
+    pub sketch: String,
+    /// What failed.
+    pub reason: String,
+}
+
+fn apply(state: &mut State, step: Step, sketch: &Sketch) -> Result<(), MaterializeError> {
+    state.apply(step).map_err(|e| MaterializeError {
+        sketch: sketch.name.clone(),
+        reason: e.to_string(),
+    })
+}
+
+/// The schedule `decisions` make of `sketch` on `dag`.
+pub fn materialize(
+    dag: &ComputeDag,
+    sketch: &Sketch,
+    decisions: &Decisions,
+) -> Result<State, MaterializeError> {
+    let fail = |reason: String| MaterializeError {
+        sketch: sketch.name.clone(),
+        reason,
+    };
+    if decisions.tiles.len() != sketch.tiles().len()
+        || decisions.parallel.len() != sketch.sites.len()
+    {
+        return Err(fail("decisions for another sketch".into()));
+    }
+    let mut state = State::new(dag);
+    let mut tile = 0;
+    for step in &sketch.steps {
+        let step = match step {
+            SketchStep::Fixed(s) => s.clone(),
+            SketchStep::Tile { stage, iter, .. } => {
+                tile += 1;
+                Step::Split {
+                    stage: stage.clone(),
+                    iter: iter.clone(),
+                    factors: decisions.tiles[tile - 1].clone(),
+                }
+            }
+            SketchStep::Follow {
+                stage,
+                iter,
+                tile: t,
+            } => Step::Split {
+                stage: stage.clone(),
+                iter: iter.clone(),
+                factors: vec![decisions.tiles.get(*t).map_or(1, |f| f.iter().product())],
+            },
+        };
+        apply(&mut state, step, sketch)?;
+    }
+    for (i, site) in sketch.sites.iter().enumerate() {
+        let Some(index) = state.stage_index(&site.stage) else {
+            return Err(fail(format!("no stage '{}'", site.stage)));
+        };
+        let stage = &state.stages()[index];
+        let loops: Vec<(String, IterKind, i64)> = stage
+            .leaves
+            .iter()
+            .map(|&l| {
+                let it = &stage.iters[l];
+                (it.name.clone(), it.kind, it.extent)
+            })
+            .collect();
+        let at_root = stage.compute_at == crate::schedule::ComputeAt::Root;
+        if decisions.vectorize[i]
+            && let Some((name, IterKind::Spatial, extent)) = loops.last()
+            && *extent <= MAX_VECTOR_EXTENT
+            && (loops.len() > 1 || !at_root || decisions.parallel[i] == 0)
+        {
+            apply(
+                &mut state,
+                Step::Annotate {
+                    stage: site.stage.clone(),
+                    iter: name.clone(),
+                    annotation: Annotation::Vectorize,
+                },
+                sketch,
+            )?;
+        }
+        if at_root && decisions.parallel[i] > 0 {
+            // Leading spatial loops, not the vectorized innermost one.
+            let leading: Vec<String> = loops
+                .iter()
+                .take(loops.len().saturating_sub(1).max(1))
+                .take_while(|(_, kind, _)| *kind == IterKind::Spatial)
+                .take(decisions.parallel[i])
+                .map(|(n, _, _)| n.clone())
+                .collect();
+            let target = match leading.len() {
+                0 => None,
+                1 => Some(leading[0].clone()),
+                _ => {
+                    apply(
+                        &mut state,
+                        Step::Fuse {
+                            stage: site.stage.clone(),
+                            iters: leading.clone(),
+                        },
+                        sketch,
+                    )?;
+                    let stage = &state.stages()[index];
+                    stage.leaves.first().map(|&l| stage.iters[l].name.clone())
+                }
+            };
+            if let Some(iter) = target {
+                apply(
+                    &mut state,
+                    Step::Annotate {
+                        stage: site.stage.clone(),
+                        iter,
+                        annotation: Annotation::Parallel,
+                    },
+                    sketch,
+                )?;
+            }
+        }
+        if decisions.unroll[i] > 0 {
+            apply(
+                &mut state,
+                Step::Pragma {
+                    stage: site.stage.clone(),
+                    auto_unroll_max_step: decisions.unroll[i],
+                },
+                sketch,
+            )?;
+        }
+    }
+    Ok(state)
+}

@@ -1,0 +1,282 @@
+//! The evolutionary search: a population of annotated sketches evolves
+//! under mutation and crossover with the cost model as fitness; each round
+//! proposes the best predicted candidates never measured, mixed ε-greedily
+//! with random ones.
+
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::cost::{CostError, CostModel};
+use crate::measure::Task;
+use crate::schedule::{State, Step};
+
+use super::annotate::{Decisions, UNROLL_CHOICES, materialize, random_decisions};
+use super::factor::mutate_factors;
+use super::sketch::Sketch;
+
+/// Options of the evolutionary search (defaults scaled down from Ansor's
+/// for a 2-core machine; all exposed on the command line).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchOptions {
+    /// Candidates per generation.
+    pub population: usize,
+    /// Generations per round.
+    pub generations: usize,
+    /// Probability that a child is a mutation (else a crossover).
+    pub mutation_prob: f64,
+    /// Fraction of each batch drawn at random instead of by predicted score.
+    pub eps_greedy: f64,
+    /// Best measured candidates that seed each round's population.
+    pub seeds: usize,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions {
+            population: 256,
+            generations: 4,
+            mutation_prob: 0.85,
+            eps_greedy: 0.05,
+            seeds: 32,
+        }
+    }
+}
+
+/// A complete candidate: which sketch, its decisions, the schedule.
+#[derive(Clone)]
+pub struct Candidate {
+    /// Index of the sketch.
+    pub sketch: usize,
+    /// The decisions.
+    pub decisions: Decisions,
+    /// The schedule they make.
+    pub state: State,
+}
+
+/// A stable fingerprint of a step list (no candidate is measured twice).
+pub fn steps_key(steps: &[Step]) -> u64 {
+    let mut h = DefaultHasher::new();
+    steps.hash(&mut h);
+    h.finish()
+}
+
+/// The search's state across rounds.
+pub struct SearchPolicy {
+    task: Task,
+    sketches: Vec<Sketch>,
+    options: SearchOptions,
+    rng: StdRng,
+    measured: HashSet<u64>,
+    /// Measured candidates with their cost in seconds (best first).
+    elite: Vec<(f64, Candidate)>,
+}
+
+impl SearchPolicy {
+    /// A search over `sketches` of `task`.
+    pub fn new(
+        task: Task,
+        sketches: Vec<Sketch>,
+        options: SearchOptions,
+        seed: u64,
+    ) -> SearchPolicy {
+        SearchPolicy {
+            task,
+            sketches,
+            options,
+            rng: StdRng::seed_from_u64(seed),
+            measured: HashSet::new(),
+            elite: Vec::new(),
+        }
+    }
+
+    /// The sketches.
+    pub fn sketches(&self) -> &[Sketch] {
+        &self.sketches
+    }
+
+    /// Marks a step list as measured (so it is never proposed).
+    pub fn mark_measured(&mut self, steps: &[Step]) {
+        self.measured.insert(steps_key(steps));
+    }
+
+    /// Whether a step list was measured.
+    pub fn was_measured(&self, steps: &[Step]) -> bool {
+        self.measured.contains(&steps_key(steps))
+    }
+
+    /// Remembers a measured candidate's cost (seeds later populations).
+    pub fn add_measured(&mut self, candidate: Candidate, cost: Option<f64>) {
+        self.mark_measured(candidate.state.steps());
+        if let Some(c) = cost {
+            self.elite.push((c, candidate));
+            self.elite.sort_by(|a, b| a.0.total_cmp(&b.0));
+            self.elite.truncate(self.options.seeds.max(1));
+        }
+    }
+
+    fn make(&self, sketch: usize, decisions: Decisions) -> Option<Candidate> {
+        let state = materialize(self.task.dag(), &self.sketches[sketch], &decisions).ok()?;
+        Some(Candidate {
+            sketch,
+            decisions,
+            state,
+        })
+    }
+
+    /// A random annotated sketch (sketches taken in turn).
+    pub fn random_candidate(&mut self) -> Option<Candidate> {
+        if self.sketches.is_empty() {
+            return None;
+        }
+        for _ in 0..16 {
+            let sketch = self.rng.random_range(0..self.sketches.len());
+            let decisions = random_decisions(&self.sketches[sketch], &mut self.rng);
+            if let Some(c) = self.make(sketch, decisions) {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    fn mutate(&mut self, parent: &Candidate) -> Option<Candidate> {
+        let sketch = &self.sketches[parent.sketch];
+        let mut d = parent.decisions.clone();
+        let tiles = sketch.tiles();
+        let roll: f64 = self.rng.random_range(0.0..1.0);
+        if roll < 0.6 && !tiles.is_empty() {
+            let t = self.rng.random_range(0..tiles.len());
+            d.tiles[t] = mutate_factors(tiles[t].0, &d.tiles[t], &mut self.rng);
+        } else if !d.parallel.is_empty() {
+            let s = self.rng.random_range(0..d.parallel.len());
+            let site = &sketch.sites[s];
+            match self.rng.random_range(0..3) {
+                0 if site.parallel => {
+                    let p = d.parallel[s] as i64 + if self.rng.random_bool(0.5) { 1 } else { -1 };
+                    d.parallel[s] = p.clamp(0, 4) as usize;
+                }
+                1 if site.unroll => {
+                    d.unroll[s] = UNROLL_CHOICES[self.rng.random_range(0..UNROLL_CHOICES.len())];
+                }
+                _ if site.vectorize => d.vectorize[s] = !d.vectorize[s],
+                _ => {}
+            }
+        }
+        self.make(parent.sketch, d)
+    }
+
+    fn crossover(&mut self, a: &Candidate, b: &Candidate) -> Option<Candidate> {
+        if a.sketch != b.sketch {
+            return None;
+        }
+        let mut d = a.decisions.clone();
+        for (i, t) in d.tiles.iter_mut().enumerate() {
+            if self.rng.random_bool(0.5) {
+                *t = b.decisions.tiles[i].clone();
+            }
+        }
+        for i in 0..d.parallel.len() {
+            if self.rng.random_bool(0.5) {
+                d.parallel[i] = b.decisions.parallel[i];
+                d.vectorize[i] = b.decisions.vectorize[i];
+                d.unroll[i] = b.decisions.unroll[i];
+            }
+        }
+        self.make(a.sketch, d)
+    }
+
+    fn tournament(&mut self, scores: &[f32]) -> usize {
+        let a = self.rng.random_range(0..scores.len());
+        let b = self.rng.random_range(0..scores.len());
+        if scores[a] >= scores[b] { a } else { b }
+    }
+
+    /// Runs the evolution and returns up to `n` unmeasured candidates:
+    /// the best predicted, with a fraction `eps_greedy` of random ones.
+    pub fn next_batch(
+        &mut self,
+        model: &mut dyn CostModel,
+        n: usize,
+    ) -> Result<Vec<Candidate>, CostError> {
+        let mut population: Vec<Candidate> = self.elite.iter().map(|(_, c)| c.clone()).collect();
+        while population.len() < self.options.population {
+            match self.random_candidate() {
+                Some(c) => population.push(c),
+                None => break,
+            }
+        }
+        if population.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut seen: HashSet<u64> = HashSet::new();
+        let mut pool: Vec<(f32, Candidate)> = Vec::new();
+        for generation in 0..=self.options.generations {
+            let states: Vec<State> = population.iter().map(|c| c.state.clone()).collect();
+            let scores = model.predict(&self.task, &states)?;
+            for (c, &s) in population.iter().zip(&scores) {
+                let key = steps_key(c.state.steps());
+                if !self.measured.contains(&key) && seen.insert(key) {
+                    pool.push((s, c.clone()));
+                }
+            }
+            if generation == self.options.generations {
+                break;
+            }
+            let mut next = Vec::with_capacity(population.len());
+            let mut order: Vec<usize> = (0..population.len()).collect();
+            order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+            next.extend(
+                order
+                    .iter()
+                    .take(population.len() / 10)
+                    .map(|&i| population[i].clone()),
+            );
+            let mut attempts = 0;
+            while next.len() < population.len() && attempts < population.len() * 4 {
+                attempts += 1;
+                let p = self.tournament(&scores);
+                let child = if self.rng.random_bool(self.options.mutation_prob) {
+                    let parent = population[p].clone();
+                    self.mutate(&parent)
+                } else {
+                    let q = self.tournament(&scores);
+                    let (a, b) = (population[p].clone(), population[q].clone());
+                    self.crossover(&a, &b)
+                };
+                if let Some(c) = child {
+                    next.push(c);
+                }
+            }
+            population = next;
+        }
+        pool.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let random_share = ((n as f64) * self.options.eps_greedy).round() as usize;
+        let mut batch: Vec<Candidate> = Vec::with_capacity(n);
+        let mut chosen: HashSet<u64> = HashSet::new();
+        for (_, c) in pool.into_iter() {
+            if batch.len() + random_share >= n {
+                break;
+            }
+            if chosen.insert(steps_key(c.state.steps())) {
+                batch.push(c);
+            }
+        }
+        let mut attempts = 0;
+        while batch.len() < n && attempts < n * 20 {
+            attempts += 1;
+            let Some(c) = self.random_candidate() else {
+                break;
+            };
+            let key = steps_key(c.state.steps());
+            if !self.measured.contains(&key) && chosen.insert(key) {
+                batch.push(c);
+            }
+        }
+        for c in &batch {
+            self.measured.insert(steps_key(c.state.steps()));
+        }
+        Ok(batch)
+    }
+}

@@ -1,0 +1,126 @@
+//! Sampling tile sizes: factorisations of a loop extent into inner tile
+//! factors, mostly perfect (the product divides the extent, no guards), now
+//! and then not (a power of two that does not divide, guarded).
+
+use rand::{Rng, RngExt};
+
+/// Largest innermost tile factor sampled (the vector and register level).
+pub const MAX_INNERMOST_FACTOR: i64 = 64;
+
+/// Probability of sampling a non-perfect tiling.
+const NON_PERFECT: f64 = 0.1;
+
+/// The divisors of `n` (ascending).
+pub fn divisors(n: i64) -> Vec<i64> {
+    let mut small = Vec::new();
+    let mut large = Vec::new();
+    let mut d = 1;
+    while d * d <= n {
+        if n % d == 0 {
+            small.push(d);
+            if d * d != n {
+                large.push(n / d);
+            }
+        }
+        d += 1;
+    }
+    small.extend(large.into_iter().rev());
+    small
+}
+
+/// `parts` inner factors (outer to inner) for a loop of `extent`, whose
+/// product is at most `extent`; the outer loop takes the rest.
+pub fn sample_factors<R: Rng>(extent: i64, parts: usize, rng: &mut R) -> Vec<i64> {
+    let extent = extent.max(1);
+    let mut factors = vec![1i64; parts];
+    if rng.random_bool(NON_PERFECT) {
+        let mut product = 1i64;
+        for i in (0..parts).rev() {
+            let cap = if i + 1 == parts {
+                MAX_INNERMOST_FACTOR
+            } else {
+                extent
+            };
+            let options: Vec<i64> = (0..7)
+                .map(|p| 1i64 << p)
+                .filter(|&f| f <= cap && product * f <= extent)
+                .collect();
+            let f = options[rng.random_range(0..options.len())];
+            factors[i] = f;
+            product *= f;
+        }
+        return factors;
+    }
+    let mut remaining = extent;
+    for i in (0..parts).rev() {
+        let cap = if i + 1 == parts {
+            MAX_INNERMOST_FACTOR
+        } else {
+            remaining
+        };
+        let options: Vec<i64> = divisors(remaining)
+            .into_iter()
+            .filter(|&d| d <= cap)
+            .collect();
+        let f = options[rng.random_range(0..options.len())];
+        factors[i] = f;
+        remaining /= f;
+    }
+    factors
+}
+
+/// Moves a factor between two levels of a tiling (the outer loop counts as
+/// level 0), keeping perfect tilings perfect; resamples non-perfect ones.
+pub fn mutate_factors<R: Rng>(extent: i64, factors: &[i64], rng: &mut R) -> Vec<i64> {
+    let product: i64 = factors.iter().product();
+    if product <= 0 || extent % product != 0 {
+        return sample_factors(extent, factors.len(), rng);
+    }
+    // Levels: the outer loop's extent, then the factors.
+    let mut levels = vec![extent / product];
+    levels.extend_from_slice(factors);
+    for _ in 0..8 {
+        let from = rng.random_range(0..levels.len());
+        let to = rng.random_range(0..levels.len());
+        if from == to || levels[from] == 1 {
+            continue;
+        }
+        let ds: Vec<i64> = divisors(levels[from])
+            .into_iter()
+            .filter(|&d| d > 1)
+            .collect();
+        let d = ds[rng.random_range(0..ds.len())];
+        let moved = levels[to] * d;
+        if to + 1 == levels.len() && moved > MAX_INNERMOST_FACTOR {
+            continue;
+        }
+        levels[from] /= d;
+        levels[to] = moved;
+        return levels[1..].to_vec();
+    }
+    sample_factors(extent, factors.len(), rng)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    #[test]
+    fn factors_fit_the_extent() {
+        assert_eq!(divisors(12), vec![1, 2, 3, 4, 6, 12]);
+        let mut rng = StdRng::seed_from_u64(1);
+        for extent in [1, 7, 56, 64, 512, 1000] {
+            for _ in 0..200 {
+                let f = sample_factors(extent, 3, &mut rng);
+                assert_eq!(f.len(), 3);
+                assert!(f.iter().product::<i64>() <= extent, "{extent}: {f:?}");
+                assert!(f[2] <= MAX_INNERMOST_FACTOR);
+                let m = mutate_factors(extent, &f, &mut rng);
+                assert!(m.iter().product::<i64>() <= extent, "{extent}: {m:?}");
+                assert!(m.iter().all(|&x| x >= 1));
+            }
+        }
+    }
+}

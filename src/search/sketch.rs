@@ -1,0 +1,512 @@
+//! Sketch generation: derivation rules over the DAG's stages, as in Ansor
+//! for CPU. A sketch fixes the structure of a schedule (which stages are
+//! inlined, which are tiled and how deep, cache-write stages, fusion of a
+//! consumer, rfactor) and leaves the numbers — tile sizes, how many loops
+//! run in parallel, vectorization, unrolling — to annotation.
+//!
+//! Rules, applied per stage:
+//! - **inline**: an elementwise stage that is not an output and calls no
+//!   math intrinsic is substituted into its consumers (padding stages are
+//!   also tried at the root, since inlined padding puts a select in the
+//!   innermost loop);
+//! - **multi-level tiling** (`SSRSRS`): a reduction with data reuse (an
+//!   input read that ignores some output axis, as in matmul and conv) has
+//!   each spatial axis split into four levels and each reduction axis into
+//!   two, ordered S₀S₁R₀S₂R₁S₃;
+//! - **fusion of a consumer**: when the tiled stage's only consumer is an
+//!   elementwise output over the same axes (bias + ReLU after dense), the
+//!   consumer is tiled to match and the tiled stage is computed inside its
+//!   outer tile loop;
+//! - **cache write**: otherwise the tiled stage is also tried with a local
+//!   cache stage, computed inside the outer tile loop of the original stage,
+//!   which copies it out;
+//! - **rfactor**: a reduction with little spatial parallelism (fewer
+//!   output elements than 4 per core… or a long reduction) is also tried
+//!   with its innermost reduction axis split and the outer part factored
+//!   into a parallel stage;
+//! - **simple**: every other stage is computed at the root, its innermost
+//!   spatial axis split for vectorization.
+
+use crate::schedule::Step;
+use crate::te::{ComputeDag, ComputeOp, ExprKind, Tensor};
+
+/// One step of a sketch: fixed, or a split whose factors annotation chooses.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SketchStep {
+    /// A step as it is.
+    Fixed(Step),
+    /// Split `iter` of `stage` (of extent `extent`) by `parts` sampled factors.
+    Tile {
+        /// The stage.
+        stage: String,
+        /// The loop.
+        iter: String,
+        /// Its extent.
+        extent: i64,
+        /// Inner factors to sample.
+        parts: usize,
+    },
+    /// Split `iter` of `stage` by one factor: the product of the factors of
+    /// the `tile`-th [`SketchStep::Tile`] (a consumer matching its producer).
+    Follow {
+        /// The stage.
+        stage: String,
+        /// The loop.
+        iter: String,
+        /// Index of the tile followed, among the sketch's tiles.
+        tile: usize,
+    },
+}
+
+/// How annotation may treat a stage's loops once the sketch is applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnnotationSite {
+    /// The stage.
+    pub stage: String,
+    /// Its leading spatial loops may be fused into one parallel loop.
+    pub parallel: bool,
+    /// Its innermost loop may be vectorized (when spatial).
+    pub vectorize: bool,
+    /// It may get an `auto_unroll_max_step` pragma.
+    pub unroll: bool,
+}
+
+/// A schedule with its numbers left open.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sketch {
+    /// The rules that made it, e.g. `C:tile+cache_write`.
+    pub name: String,
+    /// The steps.
+    pub steps: Vec<SketchStep>,
+    /// Where annotation decides parallel / vectorize / unroll.
+    pub sites: Vec<AnnotationSite>,
+}
+
+impl Sketch {
+    /// The tile steps, in order (annotation samples one factor list each).
+    pub fn tiles(&self) -> Vec<(i64, usize)> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                SketchStep::Tile { extent, parts, .. } => Some((*extent, *parts)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Analysis of one compute stage.
+struct StageInfo {
+    name: String,
+    op: ComputeOp,
+    shape: Vec<i64>,
+    is_output: bool,
+    consumers: Vec<usize>,
+}
+
+fn reads_of(op: &ComputeOp) -> Vec<(Tensor, Vec<crate::te::Expr>)> {
+    let mut out = Vec::new();
+    op.body.visit(&mut |e| {
+        if let ExprKind::Read(t, idx) = e.kind() {
+            out.push((t.clone(), idx.clone()));
+        }
+    });
+    out
+}
+
+fn calls_intrinsic(op: &ComputeOp) -> bool {
+    op.body.any(&mut |e| matches!(e.kind(), ExprKind::Call(..)))
+}
+
+fn has_select(op: &ComputeOp) -> bool {
+    op.body
+        .any(&mut |e| matches!(e.kind(), ExprKind::Select { .. }))
+}
+
+/// A reduction some of whose reads ignore an output axis: tiling reuses them.
+fn has_data_reuse(op: &ComputeOp) -> bool {
+    if op.reduction().is_none() {
+        return false;
+    }
+    reads_of(op).iter().any(|(_, idx)| {
+        op.axes.iter().filter(|a| a.extent() > 1).any(|axis| {
+            !idx.iter().any(|i| {
+                i.any(&mut |e| matches!(e.kind(), ExprKind::Var(v) if v.id() == axis.id()))
+            })
+        })
+    })
+}
+
+/// Reads `producer` at exactly its own axes, in order (an elementwise use).
+fn reads_identity(consumer: &ComputeOp, producer: &Tensor) -> bool {
+    let reads: Vec<_> = reads_of(consumer)
+        .into_iter()
+        .filter(|(t, _)| t == producer)
+        .collect();
+    !reads.is_empty()
+        && reads.iter().all(|(_, idx)| {
+            idx.len() == consumer.axes.len()
+                && idx
+                    .iter()
+                    .zip(&consumer.axes)
+                    .all(|(i, a)| matches!(i.kind(), ExprKind::Var(v) if v.id() == a.id()))
+        })
+}
+
+fn spatial_names(op: &ComputeOp) -> Vec<(String, i64)> {
+    op.axes
+        .iter()
+        .map(|a| (a.name().to_string(), a.extent()))
+        .collect()
+}
+
+fn reduce_names(op: &ComputeOp) -> Vec<(String, i64)> {
+    op.reduction()
+        .map(|r| {
+            r.axes
+                .iter()
+                .map(|a| (a.name().to_string(), a.extent()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Multi-level tiling of `stage` (axes as given): the tile steps and the
+/// SSRSRS reorder. Axes of extent 1 are left alone, outermost.
+fn tile_ssrsrs(
+    stage: &str,
+    spatial: &[(String, i64)],
+    reduce: &[(String, i64)],
+    steps: &mut Vec<SketchStep>,
+) {
+    let mut order: Vec<String> = Vec::new();
+    let mut levels: Vec<Vec<String>> = vec![Vec::new(); 6];
+    for (name, extent) in spatial {
+        if *extent == 1 {
+            order.push(name.clone());
+            continue;
+        }
+        steps.push(SketchStep::Tile {
+            stage: stage.into(),
+            iter: name.clone(),
+            extent: *extent,
+            parts: 3,
+        });
+        for (level, part) in [(0, 0), (1, 1), (3, 2), (5, 3)] {
+            levels[level].push(format!("{name}.{part}"));
+        }
+    }
+    for (name, extent) in reduce {
+        if *extent == 1 {
+            levels[2].push(name.clone());
+            continue;
+        }
+        steps.push(SketchStep::Tile {
+            stage: stage.into(),
+            iter: name.clone(),
+            extent: *extent,
+            parts: 1,
+        });
+        levels[2].push(format!("{name}.0"));
+        levels[4].push(format!("{name}.1"));
+    }
+    order.extend(levels.into_iter().flatten());
+    steps.push(SketchStep::Fixed(Step::Reorder {
+        stage: stage.into(),
+        order,
+    }));
+}
+
+/// `consumer` split to match `producer`'s tiles (whose indices among the
+/// sketch's tiles start at `first_tile`), and `producer` computed inside the
+/// consumer's last outer tile loop.
+fn fuse_into(
+    producer: &str,
+    consumer: &str,
+    spatial: &[(String, i64)],
+    first_tile: usize,
+    steps: &mut Vec<SketchStep>,
+) {
+    let mut outer = Vec::new();
+    let mut inner = Vec::new();
+    let mut tile = first_tile;
+    for (name, extent) in spatial {
+        if *extent == 1 {
+            outer.push(name.clone());
+            continue;
+        }
+        steps.push(SketchStep::Follow {
+            stage: consumer.into(),
+            iter: name.clone(),
+            tile,
+        });
+        tile += 1;
+        outer.push(format!("{name}.0"));
+        inner.push(format!("{name}.1"));
+    }
+    let Some(last_outer) = outer.last().cloned() else {
+        return;
+    };
+    let mut order = outer;
+    order.extend(inner);
+    steps.push(SketchStep::Fixed(Step::Reorder {
+        stage: consumer.into(),
+        order,
+    }));
+    steps.push(SketchStep::Fixed(Step::ComputeAt {
+        stage: producer.into(),
+        target: consumer.into(),
+        iter: last_outer,
+    }));
+}
+
+fn site(stage: &str, parallel: bool, vectorize: bool, unroll: bool) -> AnnotationSite {
+    AnnotationSite {
+        stage: stage.into(),
+        parallel,
+        vectorize,
+        unroll,
+    }
+}
+
+/// The simple schedule of a root stage: its innermost spatial axis split
+/// for vectorization, reductions between the two parts.
+fn simple(info: &StageInfo, steps: &mut Vec<SketchStep>, sites: &mut Vec<AnnotationSite>) {
+    let spatial = spatial_names(&info.op);
+    let reduce = reduce_names(&info.op);
+    if let Some((last, extent)) = spatial.last().filter(|(_, e)| *e > 1) {
+        steps.push(SketchStep::Tile {
+            stage: info.name.clone(),
+            iter: last.clone(),
+            extent: *extent,
+            parts: 1,
+        });
+        let mut order: Vec<String> = spatial[..spatial.len() - 1]
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect();
+        order.push(format!("{last}.0"));
+        order.extend(reduce.iter().map(|(n, _)| n.clone()));
+        order.push(format!("{last}.1"));
+        steps.push(SketchStep::Fixed(Step::Reorder {
+            stage: info.name.clone(),
+            order,
+        }));
+    }
+    sites.push(site(&info.name, true, true, true));
+}
+
+/// The alternatives for one stage: (rule name, steps, annotation sites).
+type Variant = (String, Vec<SketchStep>, Vec<AnnotationSite>);
+
+/// Most sketches generated for one DAG.
+pub const MAX_SKETCHES: usize = 16;
+
+/// The sketches of `dag`.
+pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
+    let stages: Vec<StageInfo> = dag
+        .stages()
+        .iter()
+        .filter_map(|t| {
+            let op = t.compute_op()?.clone();
+            Some(StageInfo {
+                name: t.name().to_string(),
+                shape: t.shape().to_vec(),
+                is_output: dag.outputs().contains(&t),
+                consumers: Vec::new(),
+                op,
+            })
+        })
+        .collect();
+    let mut stages = stages;
+    let tensors: Vec<Tensor> = dag
+        .stages()
+        .iter()
+        .filter(|t| t.compute_op().is_some())
+        .cloned()
+        .collect();
+    for i in 0..stages.len() {
+        stages[i].consumers = (0..stages.len())
+            .filter(|&j| {
+                j != i
+                    && reads_of(&stages[j].op)
+                        .iter()
+                        .any(|(t, _)| *t == tensors[i])
+            })
+            .collect();
+    }
+    // Which stages are inlined (always, or as an alternative for padding).
+    let inlinable =
+        |s: &StageInfo| s.op.reduction().is_none() && !s.is_output && !calls_intrinsic(&s.op);
+    // Consumers through always-inlined stages: the effective readers of
+    // each stage, and whether every link reads its producer elementwise.
+    let effective_consumers = |i: usize| -> Vec<(usize, bool)> {
+        let mut out: Vec<(usize, bool)> = Vec::new();
+        let mut stack: Vec<(usize, usize, bool)> =
+            stages[i].consumers.iter().map(|&c| (i, c, true)).collect();
+        while let Some((from, c, identity)) = stack.pop() {
+            let identity = identity
+                && stages[c].shape == stages[from].shape
+                && reads_identity(&stages[c].op, &tensors[from]);
+            if inlinable(&stages[c]) && !has_select(&stages[c].op) {
+                stack.extend(stages[c].consumers.iter().map(|&n| (c, n, identity)));
+            } else if !out.iter().any(|(o, _)| *o == c) {
+                out.push((c, identity));
+            }
+        }
+        out
+    };
+    // Per stage, its alternatives; a fused consumer is scheduled by its producer.
+    let mut fused_consumers = Vec::new();
+    let mut per_stage: Vec<Vec<Variant>> = Vec::new();
+    for (i, s) in stages.iter().enumerate() {
+        let mut variants: Vec<Variant> = Vec::new();
+        if inlinable(s) {
+            let inline = (
+                format!("{}:inline", s.name),
+                vec![SketchStep::Fixed(Step::ComputeInline {
+                    stage: s.name.clone(),
+                })],
+                Vec::new(),
+            );
+            if !has_select(&s.op) {
+                per_stage.push(vec![inline]);
+                continue;
+            }
+            variants.push(inline);
+        }
+        if has_data_reuse(&s.op) {
+            let spatial = spatial_names(&s.op);
+            let reduce = reduce_names(&s.op);
+            let fusible = match effective_consumers(i).as_slice() {
+                [(c, true)] if stages[*c].is_output && stages[*c].op.reduction().is_none() => {
+                    Some(stages[*c].name.clone())
+                }
+                _ => None,
+            };
+            if let Some(consumer) = fusible {
+                let mut steps = Vec::new();
+                tile_ssrsrs(&s.name, &spatial, &reduce, &mut steps);
+                fuse_into(&s.name, &consumer, &spatial, 0, &mut steps);
+                fused_consumers.push(consumer.clone());
+                variants.push((
+                    format!("{}:tile+fuse({consumer})", s.name),
+                    steps,
+                    vec![
+                        site(&consumer, true, true, false),
+                        site(&s.name, false, true, true),
+                    ],
+                ));
+            } else {
+                let local = format!("{}.local", s.name);
+                let mut steps = vec![SketchStep::Fixed(Step::CacheWrite {
+                    stage: s.name.clone(),
+                })];
+                tile_ssrsrs(&local, &spatial, &reduce, &mut steps);
+                fuse_into(&local, &s.name, &spatial, 0, &mut steps);
+                variants.push((
+                    format!("{}:tile+cache_write", s.name),
+                    steps,
+                    vec![
+                        site(&s.name, true, true, false),
+                        site(&local, false, true, true),
+                    ],
+                ));
+                let mut steps = Vec::new();
+                tile_ssrsrs(&s.name, &spatial, &reduce, &mut steps);
+                variants.push((
+                    format!("{}:tile", s.name),
+                    steps,
+                    vec![site(&s.name, true, true, true)],
+                ));
+            }
+        } else if let Some(variant) = rfactor_variant(s) {
+            variants.push(variant);
+            let mut steps = Vec::new();
+            let mut sites = Vec::new();
+            simple(s, &mut steps, &mut sites);
+            variants.push((format!("{}:simple", s.name), steps, sites));
+        } else {
+            let mut steps = Vec::new();
+            let mut sites = Vec::new();
+            simple(s, &mut steps, &mut sites);
+            variants.push((format!("{}:simple", s.name), steps, sites));
+        }
+        per_stage.push(variants);
+    }
+    // A consumer fused by its producer keeps only that role.
+    for (s, variants) in stages.iter().zip(per_stage.iter_mut()) {
+        if fused_consumers.contains(&s.name) {
+            variants.clear();
+        }
+    }
+    combine(per_stage)
+}
+
+/// Rfactor for a reduction with little spatial parallelism and a long
+/// reduction: the innermost reduction axis is split and its outer part
+/// becomes a parallel stage `<stage>.rf`.
+fn rfactor_variant(s: &StageInfo) -> Option<Variant> {
+    let spatial: i64 = s.op.axes.iter().map(|a| a.extent()).product();
+    let reduce = reduce_names(&s.op);
+    let (last, extent) = reduce.last()?;
+    let total: i64 = reduce.iter().map(|(_, e)| e).product();
+    if spatial > 64 || total < 256 || *extent < 8 {
+        return None;
+    }
+    let rf = format!("{}.rf", s.name);
+    let steps = vec![
+        SketchStep::Tile {
+            stage: s.name.clone(),
+            iter: last.clone(),
+            extent: *extent,
+            parts: 1,
+        },
+        SketchStep::Fixed(Step::Rfactor {
+            stage: s.name.clone(),
+            iter: format!("{last}.0"),
+        }),
+    ];
+    Some((
+        format!("{}:rfactor", s.name),
+        steps,
+        vec![
+            site(&rf, true, false, true),
+            site(&s.name, true, false, true),
+        ],
+    ))
+}
+
+/// The cartesian product of the stages' alternatives (at most [`MAX_SKETCHES`]).
+fn combine(per_stage: Vec<Vec<Variant>>) -> Vec<Sketch> {
+    let mut sketches = vec![Sketch {
+        name: String::new(),
+        steps: Vec::new(),
+        sites: Vec::new(),
+    }];
+    // Inlining first, so that later steps see the final stage structure.
+    let (inlines, others): (Vec<_>, Vec<_>) = per_stage
+        .into_iter()
+        .filter(|v| !v.is_empty())
+        .partition(|v| v.len() == 1 && v[0].0.ends_with(":inline"));
+    for variants in inlines.into_iter().chain(others) {
+        let mut next = Vec::new();
+        for sketch in &sketches {
+            for (name, steps, sites) in &variants {
+                if next.len() == MAX_SKETCHES {
+                    break;
+                }
+                let mut s = sketch.clone();
+                if !s.name.is_empty() {
+                    s.name.push(' ');
+                }
+                s.name.push_str(name);
+                s.steps.extend(steps.iter().cloned());
+                s.sites.extend(sites.iter().cloned());
+                next.push(s);
+            }
+        }
+        sketches = next;
+    }
+    sketches
+}

@@ -1,0 +1,274 @@
+//! Cost models: feature extraction on programs with hand-computed features,
+//! every learner learning a ranking it is given, and model files.
+
+mod common;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tessera::cost::features::{FEATURE_LEN, feature_names, func_features, program_features};
+use tessera::cost::{
+    CostModel, LearnedModel, ModelHeader, RandomModel, TrainingSet, eval, learner_names,
+    load_model, new_learner, save_model,
+};
+use tessera::measure::{MeasureErrorKind, MeasureResult, Task};
+use tessera::schedule::{State, random::random_schedule, steps_from_json};
+
+fn features_of(state: &State) -> impl Fn(&str) -> f32 + use<> {
+    let values = program_features(state).expect("lowers");
+    let names = feature_names();
+    move |name: &str| {
+        let i = names
+            .iter()
+            .position(|n| n == name)
+            .unwrap_or_else(|| panic!("no feature {name}"));
+        values[i]
+    }
+}
+
+fn log2_1p(x: f64) -> f32 {
+    (1.0 + x).log2() as f32
+}
+
+#[test]
+fn naive_matmul_has_the_hand_computed_features() {
+    // for i in 0..8 { for j in 0..8 { C = 0; for k in 0..8 { C += A[i,k] * B[k,j] } } }
+    let task = Task::from_registry("matmul", "M=8,N=8,K=8").expect("task");
+    let f = features_of(&State::new(task.dag()));
+    // The update store dominates: 512 executions of one FMA.
+    assert_eq!(f("s0.float_fma"), log2_1p(512.0));
+    assert_eq!(f("s0.float_mul"), 0.0);
+    assert_eq!(f("s0.trips"), log2_1p(512.0));
+    assert_eq!(f("s0.loops"), 3.0);
+    assert_eq!(f("s0.innermost_extent"), log2_1p(8.0));
+    assert_eq!(f("s0.is_update"), 1.0);
+    assert_eq!(f("s0.accesses"), 3.0);
+    // 1024 flops over 3 × 2048 bytes.
+    assert_eq!(f("s0.arith_intensity"), log2_1p(1024.0 / 6144.0));
+    // Accesses, most cache lines first (all 32 here; program order breaks ties):
+    // C[i,j] read-write, reused across k (distance 1 iteration, 4 bytes).
+    assert_eq!(f("s0.a0.is_read_write"), 1.0);
+    assert_eq!(f("s0.a0.bytes"), log2_1p(2048.0));
+    assert_eq!(f("s0.a0.unique_bytes"), log2_1p(256.0));
+    assert_eq!(f("s0.a0.lines"), log2_1p(32.0));
+    assert_eq!(f("s0.a0.unique_lines"), log2_1p(4.0));
+    assert_eq!(f("s0.a0.reuse_loop"), 1.0);
+    assert_eq!(f("s0.a0.reuse_count"), log2_1p(8.0));
+    assert_eq!(f("s0.a0.reuse_distance_iters"), log2_1p(1.0));
+    assert_eq!(f("s0.a0.reuse_distance_bytes"), log2_1p(4.0));
+    assert_eq!(f("s0.a0.innermost_stride"), 0.0);
+    // A[i,k]: reused across j every 8 iterations (32 bytes apart), stride 1 along k.
+    assert_eq!(f("s0.a1.is_read"), 1.0);
+    assert_eq!(f("s0.a1.reuse_distance_iters"), log2_1p(8.0));
+    assert_eq!(f("s0.a1.reuse_distance_bytes"), log2_1p(32.0));
+    assert_eq!(f("s0.a1.innermost_stride"), log2_1p(1.0));
+    assert_eq!(f("s0.a1.contiguous"), 1.0);
+    // B[k,j]: reused across i every 64 iterations, stride 8 along k.
+    assert_eq!(f("s0.a2.reuse_distance_iters"), log2_1p(64.0));
+    assert_eq!(f("s0.a2.reuse_distance_bytes"), log2_1p(256.0));
+    assert_eq!(f("s0.a2.innermost_stride"), log2_1p(8.0));
+    assert_eq!(f("s0.a2.contiguous"), 0.0);
+    assert_eq!(
+        f("s0.a3.is_read") + f("s0.a3.bytes"),
+        0.0,
+        "no fourth access"
+    );
+    // The initialisation: 64 constant stores, no reuse.
+    assert_eq!(f("s1.is_init"), 1.0);
+    assert_eq!(f("s1.trips"), log2_1p(64.0));
+    assert_eq!(f("s1.a0.is_write"), 1.0);
+    assert_eq!(f("s1.a0.reuse_none"), 1.0);
+    assert_eq!(
+        (f("p.stores"), f("p.loops"), f("p.allocations")),
+        (2.0, 3.0, 0.0)
+    );
+}
+
+#[test]
+fn annotations_show_up_with_their_lengths_and_positions() {
+    let task = Task::from_registry("matmul", "M=64,N=64,K=64").expect("task");
+    let text = std::fs::read_to_string("examples/schedules/matmul_tiled.json").expect("reads");
+    let steps = steps_from_json(&text).expect("parses");
+    let state = State::replay(task.dag(), &steps).expect("replays");
+    let f = features_of(&state);
+    // The dominant store is the register tile's update: C.local (2×16) inside
+    // k, unrolled over 2 rows and vectorized over 16 columns, under the
+    // parallel loop over column panels.
+    assert_eq!(f("s0.is_update"), 1.0);
+    assert_eq!(f("s0.writes_local"), 1.0);
+    assert_eq!(f("s0.vector_len"), log2_1p(16.0));
+    assert_eq!(f("s0.vector_innermost"), 1.0);
+    assert_eq!(f("s0.unroll_len"), log2_1p(2.0));
+    assert_eq!(f("s0.parallel_len"), log2_1p(4.0));
+    assert_eq!(f("s0.parallel_outermost"), 1.0);
+    assert_eq!(f("s0.float_fma"), log2_1p(64.0 * 64.0 * 64.0));
+    assert_eq!(f("s0.alloc_bytes"), log2_1p(2.0 * 16.0 * 4.0));
+    assert_eq!(f("p.allocations"), 2.0, "C.local and the packed B panel");
+    assert_eq!(f("p.outer_parallel"), log2_1p(4.0));
+    // The naive schedule has none of it.
+    let g = features_of(&State::new(task.dag()));
+    for name in [
+        "s0.vector_len",
+        "s0.unroll_len",
+        "s0.parallel_len",
+        "p.outer_parallel",
+    ] {
+        assert_eq!(g(name), 0.0, "{name}");
+    }
+}
+
+#[test]
+fn elementwise_and_math_ops_are_counted() {
+    let task = Task::from_registry("relu", "M=10,N=100").expect("task");
+    let f = features_of(&State::new(task.dag()));
+    assert_eq!(f("s0.float_min_max"), log2_1p(1000.0));
+    assert_eq!(f("s0.a0.reuse_none"), 1.0);
+    let task = Task::from_registry("gelu", "M=10,N=10").expect("task");
+    let f = features_of(&State::new(task.dag()));
+    assert!(
+        f("s0.float_math") >= log2_1p(100.0),
+        "erf or tanh per element"
+    );
+}
+
+#[test]
+fn every_op_and_random_schedule_gives_a_full_finite_row() {
+    let mut rng = StdRng::seed_from_u64(11);
+    assert_eq!(feature_names().len(), FEATURE_LEN);
+    for (op, shape) in common::small_cases() {
+        let shape: Vec<String> = shape.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let task = Task::from_registry(op, &shape.join(",")).expect("task");
+        for _ in 0..4 {
+            let state = random_schedule(task.dag(), &mut rng, 6);
+            let func = tessera::tir::lower(&state).expect("lowers");
+            let row = func_features(&func);
+            assert_eq!(row.len(), FEATURE_LEN, "{op}");
+            assert!(row.iter().all(|v| v.is_finite()), "{op}: {row:?}");
+        }
+    }
+}
+
+/// Rows of random features in `groups` workloads; the label is a nonlinear
+/// function of three columns, so a learner must find them.
+fn synthetic(rows: usize, groups: usize, seed: u64) -> TrainingSet {
+    use rand::RngExt;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut set = TrainingSet::new(FEATURE_LEN);
+    for _ in 0..groups {
+        let mut xs = Vec::new();
+        let mut costs = Vec::new();
+        for _ in 0..rows / groups {
+            let x: Vec<f32> = (0..FEATURE_LEN)
+                .map(|_| rng.random_range(0.0..10.0))
+                .collect();
+            let speed =
+                (x[3] as f64).powi(2) + 4.0 * x[20] as f64 - if x[100] > 5.0 { 30.0 } else { 0.0 };
+            costs.push(Some(1.0 / (60.0 + speed)));
+            xs.push(x);
+        }
+        set.push_group(&xs, &costs);
+    }
+    set
+}
+
+#[test]
+fn every_learner_learns_a_ranking_and_survives_its_model_file() {
+    let names = learner_names();
+    assert!(
+        names.contains(&"forest") && names.contains(&"gbdt"),
+        "{names:?}"
+    );
+    let train = synthetic(600, 3, 1);
+    let test = synthetic(200, 2, 2);
+    let dir = std::env::temp_dir().join(format!("tessera-cost-{}", std::process::id()));
+    for name in names {
+        let mut learner = new_learner(name).expect("known");
+        assert!(learner.predict(test.row(0), FEATURE_LEN).expect("predicts")[0] == 0.0);
+        learner.fit(&train).expect("fits");
+        let scores = learner
+            .predict(&test.features, FEATURE_LEN)
+            .expect("predicts");
+        let accuracy = eval::pairwise_accuracy(&scores, &test.labels);
+        println!("{name}: pairwise accuracy {accuracy:.3}");
+        assert!(accuracy > 0.8, "{name} learned {accuracy:.3}");
+        let path = dir.join(format!("{name}.model"));
+        let header = ModelHeader {
+            format: String::new(),
+            learner: String::new(),
+            feature_version: 0,
+            feature_len: 0,
+            rows: train.len(),
+            workloads: vec!["synthetic".into()],
+            device: "test".into(),
+            made_with: "tests/cost_model.rs".into(),
+        };
+        save_model(&path, &header, learner.as_ref()).expect("saves");
+        let (read, loaded) = load_model(&path).expect("loads");
+        assert_eq!(read.learner, name);
+        assert_eq!(read.rows, train.len());
+        let again = loaded
+            .predict(&test.features, FEATURE_LEN)
+            .expect("predicts");
+        assert_eq!(again, scores, "{name}: save → load predicts the same");
+    }
+    let garbage = dir.join("garbage.model");
+    std::fs::write(&garbage, b"not a model").expect("writes");
+    let err = load_model(&garbage).err().expect("refused");
+    assert!(
+        err.to_string().contains("not a tessera cost model"),
+        "{err}"
+    );
+    let old = dir.join("old.model");
+    std::fs::write(
+        &old,
+        b"{\"format\":\"tessera-cost-model\",\"learner\":\"forest\",\"feature_version\":0,\"feature_len\":3,\"rows\":1,\"workloads\":[],\"device\":\"x\",\"made_with\":\"x\"}\nxx",
+    )
+    .expect("writes");
+    let err = load_model(&old).err().expect("refused");
+    assert!(err.to_string().contains("retrain"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn fake_result(cost: Option<f64>) -> MeasureResult {
+    let mut r = MeasureResult::error(MeasureErrorKind::None, "", 0.001);
+    match cost {
+        Some(c) => r.costs = vec![c, c, c],
+        None => r.error_kind = MeasureErrorKind::WrongResult,
+    }
+    r
+}
+
+#[test]
+fn the_learned_model_learns_which_candidates_are_fast() {
+    // "Measured" costs that reward vectorized and parallel innermost work:
+    // the model sees only features and must recover the order.
+    let task = Task::from_registry("matmul", "M=32,N=32,K=32").expect("task");
+    let mut rng = StdRng::seed_from_u64(3);
+    let states: Vec<State> = (0..240)
+        .map(|_| random_schedule(task.dag(), &mut rng, 8))
+        .collect();
+    let cost_of = |s: &State| {
+        let f = features_of(s);
+        1.0 / (1.0 + f("s0.vector_len") + 2.0 * f("s0.parallel_len") + f("s0.unroll_len")) as f64
+    };
+    let costs: Vec<f64> = states.iter().map(cost_of).collect();
+    let results: Vec<MeasureResult> = costs.iter().map(|&c| fake_result(Some(c))).collect();
+    let (train, test) = states.split_at(180);
+    let mut model =
+        LearnedModel::new(new_learner(tessera::cost::DEFAULT_LEARNER).expect("default"));
+    let before = model.predict(&task, test).expect("predicts");
+    assert!(
+        before.iter().all(|&s| s == 0.0),
+        "an untrained model has no opinion"
+    );
+    model.update(&task, train, &results[..180]).expect("trains");
+    let scores = model.predict(&task, test).expect("predicts");
+    let labels: Vec<f32> = costs[180..].iter().map(|c| (1.0 / c) as f32).collect();
+    let learned = eval::pairwise_accuracy(&scores, &labels);
+    let mut random = RandomModel::new(1);
+    let guessed = eval::pairwise_accuracy(&random.predict(&task, test).expect("predicts"), &labels);
+    println!("learned {learned:.3}, random {guessed:.3}");
+    assert!(
+        learned > 0.8 && learned > guessed + 0.2,
+        "learned {learned:.3}, random {guessed:.3}"
+    );
+}
