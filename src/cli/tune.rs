@@ -171,11 +171,11 @@ pub(crate) fn tune_command(args: &TuneArgs) -> Result<String, CliError> {
         &stop,
     )?;
     bar.finish_and_clear();
-    Ok(render(&report, &model.name(), &db, args.json))
+    Ok(render(&report, &model.name(), &db, args))
 }
 
-fn render(report: &TuneReport, model: &str, db: &TuningDb, as_json: bool) -> String {
-    if as_json {
+fn render(report: &TuneReport, model: &str, db: &TuningDb, args: &TuneArgs) -> String {
+    if args.json {
         let mut value = serde_json::to_value(report).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
             map.insert("speedup".into(), json!(report.speedup()));
@@ -229,8 +229,9 @@ fn render(report: &TuneReport, model: &str, db: &TuningDb, as_json: bool) -> Str
     let _ = writeln!(out, "recorded in {}", db.path().display());
     let _ = writeln!(
         out,
-        "best steps: `tessera cache best {} --db {}` prints them",
-        report.workload_key.split('[').next().unwrap_or(""),
+        "the best steps: tessera cache best {} --shape {} --db {} --steps-only",
+        args.op,
+        if args.shape.is_empty() { "''" } else { &args.shape },
         db.path().display()
     );
     out

@@ -13,4 +13,4 @@ pub use annotate::{Decisions, MaterializeError, materialize, random_decisions};
 pub use evolution::{Candidate, SearchOptions, SearchPolicy, steps_key};
 pub use infer::infer_candidate;
 pub use sketch::{AnnotationSite, Sketch, SketchStep, generate_sketches};
-pub use tuner::{CurvePoint, TuneError, TuneOptions, TuneReport, tune};
+pub use tuner::{CurvePoint, TaskTuner, TuneError, TuneOptions, TuneReport, tune};

@@ -119,6 +119,199 @@ fn gflops(task: &Task, cost: f64) -> f64 {
     task.dag().flop_count() as f64 / cost / 1e9
 }
 
+/// The tuning state of one task across rounds (the task scheduler
+/// interleaves several).
+pub struct TaskTuner {
+    task: Task,
+    policy: SearchPolicy,
+    best: Option<(f64, Vec<Step>)>,
+    default_cost: Option<f64>,
+    prior: usize,
+    trials: usize,
+    curve: Vec<CurvePoint>,
+    errors: Vec<(String, usize)>,
+    since_improvement: usize,
+    start: Instant,
+}
+
+impl TaskTuner {
+    /// Prepares tuning `task`: sketches, and the earlier records of this
+    /// workload on this device in `db` (never measured again; they teach
+    /// `model` and seed the search).
+    pub fn new(
+        task: &Task,
+        search: &SearchOptions,
+        seed: u64,
+        db: Option<&TuningDb>,
+        model: &mut dyn CostModel,
+    ) -> Result<TaskTuner, TuneError> {
+        let sketches = generate_sketches(task.dag());
+        if sketches.is_empty() {
+            return Err(TuneError::NoSketch(task.key().to_string()));
+        }
+        let mut tuner = TaskTuner {
+            task: task.clone(),
+            policy: SearchPolicy::new(task.clone(), sketches, search.clone(), seed),
+            best: None,
+            default_cost: None,
+            prior: 0,
+            trials: 0,
+            curve: Vec::new(),
+            errors: Vec::new(),
+            since_improvement: 0,
+            start: Instant::now(),
+        };
+        let Some(db) = db else {
+            return Ok(tuner);
+        };
+        let records = db.records(&task.key().hash, &host_device().key().hash)?;
+        let mut states = Vec::new();
+        let mut results = Vec::new();
+        for r in records {
+            let Ok(state) = State::replay(task.dag(), &r.steps) else {
+                continue;
+            };
+            tuner.prior += 1;
+            tuner.policy.mark_measured(&r.steps);
+            let cost = r.result.median();
+            if r.steps.is_empty() {
+                tuner.default_cost = tuner.default_cost.or(cost);
+            }
+            tuner.consider(cost, &r.steps);
+            if let Some(candidate) = infer_candidate(task.dag(), tuner.policy.sketches(), &r.steps) {
+                tuner.policy.add_measured(candidate, cost);
+            }
+            states.push(state);
+            results.push(r.result);
+        }
+        if !states.is_empty() {
+            model.update(task, &states, &results)?;
+        }
+        Ok(tuner)
+    }
+
+    fn consider(&mut self, cost: Option<f64>, steps: &[Step]) -> bool {
+        match cost {
+            Some(c) if self.best.as_ref().is_none_or(|(b, _)| c < *b) => {
+                self.best = Some((c, steps.to_vec()));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The task.
+    pub fn task(&self) -> &Task {
+        &self.task
+    }
+
+    /// Candidates measured by this tuner.
+    pub fn trials(&self) -> usize {
+        self.trials
+    }
+
+    /// Trials since the best last improved.
+    pub fn since_improvement(&self) -> usize {
+        self.since_improvement
+    }
+
+    /// The best cost in seconds known for the task.
+    pub fn best_cost(&self) -> Option<f64> {
+        self.best.as_ref().map(|(c, _)| *c)
+    }
+
+    /// The best GFLOP/s known (0 before any success).
+    pub fn best_gflops(&self) -> f64 {
+        self.best_cost().map_or(0.0, |c| gflops(&self.task, c))
+    }
+
+    /// Measures (and records) the default schedule unless it is known.
+    pub fn measure_default(&mut self, measurer: &mut Measurer, db: Option<&mut TuningDb>) -> Result<(), TuneError> {
+        if self.default_cost.is_some() {
+            return Ok(());
+        }
+        let default_steps: Vec<Step> = Vec::new();
+        let results = measurer.measure(&self.task, &[State::new(self.task.dag())])?;
+        if let Some(db) = db {
+            db.record_batch(&self.task, host_device(), &[(&default_steps, &results[0])])?;
+        }
+        self.default_cost = results[0].median();
+        self.policy.mark_measured(&default_steps);
+        self.consider(self.default_cost, &default_steps);
+        Ok(())
+    }
+
+    /// One round: up to `n` new candidates proposed, measured, recorded and
+    /// learned from. Returns how many were measured (0: the search has
+    /// nothing new to propose).
+    pub fn round(
+        &mut self,
+        measurer: &mut Measurer,
+        db: Option<&mut TuningDb>,
+        model: &mut dyn CostModel,
+        n: usize,
+    ) -> Result<usize, TuneError> {
+        let batch: Vec<Candidate> = self.policy.next_batch(model, n)?;
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        let states: Vec<State> = batch.iter().map(|c| c.state.clone()).collect();
+        let results: Vec<MeasureResult> = measurer.measure(&self.task, &states)?;
+        if let Some(db) = db {
+            let rows: Vec<(&[Step], &MeasureResult)> = states.iter().map(State::steps).zip(&results).collect();
+            db.record_batch(&self.task, host_device(), &rows)?;
+        }
+        model.update(&self.task, &states, &results)?;
+        let measured = batch.len();
+        self.trials += measured;
+        let mut improved = false;
+        for (candidate, result) in batch.into_iter().zip(&results) {
+            if !result.is_ok() {
+                match self.errors.iter_mut().find(|(k, _)| k == result.error_kind.name()) {
+                    Some((_, count)) => *count += 1,
+                    None => self.errors.push((result.error_kind.name().to_string(), 1)),
+                }
+            }
+            let cost = result.median();
+            improved |= self.consider(cost, candidate.state.steps());
+            self.policy.add_measured(candidate, cost);
+        }
+        self.since_improvement = if improved { 0 } else { self.since_improvement + measured };
+        self.curve.push(CurvePoint {
+            trials: self.trials,
+            secs: self.start.elapsed().as_secs_f64(),
+            best_gflops: self.best_gflops(),
+        });
+        Ok(measured)
+    }
+
+    /// What the tuner found so far.
+    pub fn report(&self, stopped_early: bool) -> TuneReport {
+        let wall_s = self.start.elapsed().as_secs_f64();
+        let final_best = self.best_gflops();
+        let time_to_90_s = self
+            .curve
+            .iter()
+            .find(|p| final_best > 0.0 && p.best_gflops >= 0.9 * final_best)
+            .map(|p| p.secs);
+        TuneReport {
+            workload_key: self.task.key().to_string(),
+            device_key: host_device().key().to_string(),
+            default_gflops: self.default_cost.map(|c| gflops(&self.task, c)),
+            best_gflops: self.best_cost().map(|c| gflops(&self.task, c)),
+            best_steps: self.best.as_ref().map(|(_, s)| s.clone()).unwrap_or_default(),
+            trials: self.trials,
+            prior_records: self.prior,
+            wall_s,
+            candidates_per_s: self.trials as f64 / wall_s.max(1e-9),
+            time_to_90_s,
+            curve: self.curve.clone(),
+            errors: self.errors.clone(),
+            stopped_early,
+        }
+    }
+}
+
 /// Tunes `task`: see the module docs.
 pub fn tune(
     task: &Task,
@@ -129,144 +322,25 @@ pub fn tune(
     progress: Progress,
     stop: &AtomicBool,
 ) -> Result<TuneReport, TuneError> {
-    let start = Instant::now();
-    let device = host_device();
-    let device_key = device.key();
-    let sketches = generate_sketches(task.dag());
-    if sketches.is_empty() {
-        return Err(TuneError::NoSketch(task.key().to_string()));
-    }
-    let mut policy =
-        SearchPolicy::new(task.clone(), sketches, options.search.clone(), options.seed);
-    let mut best: Option<(f64, Vec<Step>)> = None;
-    let mut default_cost = None;
-    let default_steps: Vec<Step> = Vec::new();
-    // Earlier records: never measured again, teach the model, seed the search.
-    let mut prior = 0;
-    if let Some(db) = db.as_deref() {
-        let records = db.records(&task.key().hash, &device_key.hash)?;
-        let mut states = Vec::new();
-        let mut results = Vec::new();
-        for r in records {
-            let Ok(state) = State::replay(task.dag(), &r.steps) else {
-                continue;
-            };
-            prior += 1;
-            policy.mark_measured(&r.steps);
-            let cost = r.result.median();
-            if r.steps.is_empty() {
-                default_cost = default_cost.or(cost);
-            }
-            if let Some(c) = cost
-                && best.as_ref().is_none_or(|(b, _)| c < *b)
-            {
-                best = Some((c, r.steps.clone()));
-            }
-            if let Some(candidate) = infer_candidate(task.dag(), policy.sketches(), &r.steps) {
-                policy.add_measured(candidate, cost);
-            }
-            states.push(state);
-            results.push(r.result);
-        }
-        if !states.is_empty() {
-            model.update(task, &states, &results)?;
-        }
-    }
-    if default_cost.is_none() {
-        let results = measurer.measure(task, &[State::new(task.dag())])?;
-        if let Some(db) = db.as_deref_mut() {
-            db.record_batch(task, device, &[(&default_steps, &results[0])])?;
-        }
-        default_cost = results[0].median();
-        policy.mark_measured(&default_steps);
-        if let Some(c) = default_cost
-            && best.as_ref().is_none_or(|(b, _)| c < *b)
-        {
-            best = Some((c, Vec::new()));
-        }
-    }
-    let mut trials = 0;
-    let mut curve = Vec::new();
-    let mut errors: Vec<(String, usize)> = Vec::new();
-    let mut since_improvement = 0;
+    let mut tuner = TaskTuner::new(task, &options.search, options.seed, db.as_deref(), model)?;
+    tuner.measure_default(measurer, db.as_deref_mut())?;
+    progress(0, options.trials, tuner.best_gflops());
     let mut stopped_early = false;
-    let best_gflops =
-        |best: &Option<(f64, Vec<Step>)>| best.as_ref().map_or(0.0, |(c, _)| gflops(task, *c));
-    progress(0, options.trials, best_gflops(&best));
-    while trials < options.trials {
+    while tuner.trials() < options.trials {
         if stop.load(Ordering::Relaxed) {
             stopped_early = true;
             break;
         }
-        let n = options.batch_size.max(1).min(options.trials - trials);
-        let batch: Vec<Candidate> = policy.next_batch(model, n)?;
-        if batch.is_empty() {
+        let n = options.batch_size.max(1).min(options.trials - tuner.trials());
+        if tuner.round(measurer, db.as_deref_mut(), model, n)? == 0 {
             stopped_early = true;
             break;
         }
-        let states: Vec<State> = batch.iter().map(|c| c.state.clone()).collect();
-        let results: Vec<MeasureResult> = measurer.measure(task, &states)?;
-        if let Some(db) = db.as_deref_mut() {
-            let rows: Vec<(&[Step], &MeasureResult)> =
-                states.iter().map(State::steps).zip(&results).collect();
-            db.record_batch(task, device, &rows)?;
-        }
-        model.update(task, &states, &results)?;
-        trials += batch.len();
-        let before = best.as_ref().map(|(c, _)| *c);
-        for (candidate, result) in batch.into_iter().zip(&results) {
-            if !result.is_ok() {
-                match errors
-                    .iter_mut()
-                    .find(|(k, _)| k == result.error_kind.name())
-                {
-                    Some((_, n)) => *n += 1,
-                    None => errors.push((result.error_kind.name().to_string(), 1)),
-                }
-            }
-            let cost = result.median();
-            if let Some(c) = cost
-                && best.as_ref().is_none_or(|(b, _)| c < *b)
-            {
-                best = Some((c, candidate.state.steps().to_vec()));
-            }
-            policy.add_measured(candidate, cost);
-        }
-        let improved = best.as_ref().map(|(c, _)| *c) != before;
-        since_improvement = if improved { 0 } else { since_improvement + n };
-        curve.push(CurvePoint {
-            trials,
-            secs: start.elapsed().as_secs_f64(),
-            best_gflops: best_gflops(&best),
-        });
-        progress(trials, options.trials, best_gflops(&best));
-        if options
-            .early_stopping
-            .is_some_and(|limit| since_improvement >= limit)
-        {
+        progress(tuner.trials(), options.trials, tuner.best_gflops());
+        if options.early_stopping.is_some_and(|limit| tuner.since_improvement() >= limit) {
             stopped_early = true;
             break;
         }
     }
-    let wall_s = start.elapsed().as_secs_f64();
-    let final_best = best_gflops(&best);
-    let time_to_90_s = curve
-        .iter()
-        .find(|p| p.best_gflops >= 0.9 * final_best && final_best > 0.0)
-        .map(|p| p.secs);
-    Ok(TuneReport {
-        workload_key: task.key().to_string(),
-        device_key: device_key.to_string(),
-        default_gflops: default_cost.map(|c| gflops(task, c)),
-        best_gflops: best.as_ref().map(|(c, _)| gflops(task, *c)),
-        best_steps: best.map(|(_, s)| s).unwrap_or_default(),
-        trials,
-        prior_records: prior,
-        wall_s,
-        candidates_per_s: trials as f64 / wall_s.max(1e-9),
-        time_to_90_s,
-        curve,
-        errors,
-        stopped_early,
-    })
+    Ok(tuner.report(stopped_early))
 }
