@@ -48,3 +48,152 @@ fn every_sketch_of_every_op_annotated_at_random_equals_the_reference() {
     }
     println!("{checked} annotated sketches checked");
 }
+
+mod tuning {
+    use std::collections::HashSet;
+    use std::path::PathBuf;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    use tessera::cost::{LearnedModel, RandomModel, new_learner};
+    use tessera::db::TuningDb;
+    use tessera::measure::{MeasureOptions, Measurer, Task, TimingOptions};
+    use tessera::search::{SearchOptions, SearchPolicy, TuneOptions, TuneReport, steps_key, tune};
+
+    fn measurer() -> Measurer {
+        Measurer::new(MeasureOptions {
+            workers: 2,
+            kernel_threads: 1,
+            run_timeout: Duration::from_secs(20),
+            timing: TimingOptions {
+                warmup: 1,
+                number: 1,
+                repeat: 1,
+                min_repeat_ms: 0.5,
+                flush_cache: false,
+            },
+            worker_program: Some(PathBuf::from(env!("CARGO_BIN_EXE_tessera"))),
+            ..MeasureOptions::default()
+        })
+        .expect("workers start")
+    }
+
+    fn options(trials: usize, seed: u64) -> TuneOptions {
+        TuneOptions {
+            trials,
+            batch_size: 4,
+            seed,
+            early_stopping: None,
+            search: SearchOptions {
+                population: 32,
+                generations: 2,
+                ..SearchOptions::default()
+            },
+        }
+    }
+
+    fn run(db: &mut TuningDb, task: &Task, trials: usize, seed: u64) -> TuneReport {
+        let mut model = RandomModel::new(seed);
+        tune(
+            task,
+            &mut measurer(),
+            Some(db),
+            &mut model,
+            &options(trials, seed),
+            &|_, _, _| {},
+            &AtomicBool::new(false),
+        )
+        .expect("tunes")
+    }
+
+    /// Proposals of a search fed fake costs (a function of the steps), so
+    /// that nothing depends on timings.
+    fn proposals(seed: u64, rounds: usize) -> Vec<Vec<tessera::schedule::Step>> {
+        let task = Task::from_registry("dense_bias_relu", "M=8,N=16,K=12").expect("task");
+        let sketches = tessera::search::generate_sketches(task.dag());
+        let mut policy = SearchPolicy::new(task.clone(), sketches, options(0, seed).search, seed);
+        let mut model = RandomModel::new(seed);
+        let mut out = Vec::new();
+        for _ in 0..rounds {
+            for c in policy.next_batch(&mut model, 4).expect("proposes") {
+                let cost = (steps_key(c.state.steps()) % 1000) as f64 * 1e-6 + 1e-6;
+                out.push(c.state.steps().to_vec());
+                policy.add_measured(c, Some(cost));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn same_seed_and_measurements_propose_the_same_candidates() {
+        let a = proposals(5, 4);
+        assert_eq!(a.len(), 16);
+        assert_eq!(a, proposals(5, 4));
+        assert_ne!(a, proposals(6, 4), "another seed, other candidates");
+        let keys: HashSet<u64> = a.iter().map(|s| steps_key(s)).collect();
+        assert_eq!(keys.len(), a.len(), "never the same candidate twice");
+    }
+
+    #[test]
+    fn the_budget_is_respected_and_nothing_is_measured_twice() {
+        let task = Task::from_registry("dense_bias_relu", "M=8,N=16,K=12").expect("task");
+        let mut db = TuningDb::open_in_memory().expect("db");
+        let report = run(&mut db, &task, 10, 5);
+        assert_eq!(report.trials, 10);
+        let records = db.all_records().expect("records");
+        assert_eq!(records.len(), 11, "10 candidates and the default");
+        let keys: HashSet<u64> = records.iter().map(|r| steps_key(&r.steps)).collect();
+        assert_eq!(keys.len(), records.len(), "no candidate measured twice");
+        assert!(report.default_gflops.is_some() && report.best_gflops >= report.default_gflops);
+        assert_eq!(report.curve.len(), 3, "batches of 4, 4 and 2");
+    }
+
+    #[test]
+    fn a_second_run_continues_from_the_database() {
+        let task = Task::from_registry("matmul", "M=16,N=16,K=16").expect("task");
+        let dir = std::env::temp_dir().join(format!("tessera-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("t.db");
+        let mut db = TuningDb::open(&path).expect("db");
+        let first = run(&mut db, &task, 8, 1);
+        drop(db);
+        let mut db = TuningDb::open(&path).expect("db");
+        let second = run(&mut db, &task, 8, 1);
+        assert_eq!(second.prior_records, 9, "8 candidates and the default");
+        assert_eq!(second.trials, 8);
+        let records = db.all_records().expect("records");
+        assert_eq!(records.len(), 17, "the default is not measured again");
+        let keys: HashSet<u64> = records.iter().map(|r| steps_key(&r.steps)).collect();
+        assert_eq!(
+            keys.len(),
+            17,
+            "the second run proposes only new candidates"
+        );
+        assert!(
+            second.best_gflops >= first.best_gflops,
+            "the best is over both runs"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_learned_model_drives_the_search() {
+        let task = Task::from_registry("matmul", "M=32,N=32,K=32").expect("task");
+        let mut db = TuningDb::open_in_memory().expect("db");
+        let mut model =
+            LearnedModel::new(new_learner(tessera::cost::DEFAULT_LEARNER).expect("learner"));
+        let report = tune(
+            &task,
+            &mut measurer(),
+            Some(&mut db),
+            &mut model,
+            &options(12, 2),
+            &|_, _, _| {},
+            &AtomicBool::new(false),
+        )
+        .expect("tunes");
+        assert_eq!(report.trials, 12);
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        assert!(report.best_gflops.expect("measured") > 0.0);
+    }
+}
