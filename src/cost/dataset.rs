@@ -1,6 +1,8 @@
 //! Training data for the learned models: one fixed-length feature row per
 //! measured candidate, its label, and the workload it belongs to.
 
+use std::borrow::Cow;
+
 /// Rows grouped by workload, with labels.
 ///
 /// Labels are *normalised throughput*: the best cost of the row's workload
@@ -91,10 +93,43 @@ impl TrainingSet {
         }
         out
     }
+
+    /// This set cut to at most about `max_rows` rows, deterministically, to
+    /// bound a learner's fit time: each group (run of equal group ids) keeps
+    /// its share of the budget in proportion to its size (at least one row);
+    /// half of the share goes to the group's best-labelled rows, which the
+    /// search cares about most, the other half to rows spread evenly over
+    /// the rest of the group in label order, so every label range stays
+    /// represented. Returns the set itself when it is small enough.
+    pub(crate) fn subsample(&self, max_rows: usize) -> Cow<'_, TrainingSet> {
+        let total = self.len();
+        if total <= max_rows {
+            return Cow::Borrowed(self);
+        }
+        let mut keep = vec![false; total];
+        let mut start = 0;
+        for size in self.group_sizes() {
+            let share = (max_rows * size / total).clamp(1, size);
+            let mut order: Vec<usize> = (start..start + size).collect();
+            order.sort_by(|&a, &b| self.labels[b].total_cmp(&self.labels[a]).then(a.cmp(&b)));
+            let best = share / 2;
+            let (top, rest) = order.split_at(best);
+            for &i in top {
+                keep[i] = true;
+            }
+            let spread = share - best;
+            for k in 0..spread {
+                keep[rest[k * rest.len() / spread]] = true;
+            }
+            start += size;
+        }
+        Cow::Owned(self.filter(|i| keep[i]))
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::synthetic;
     use super::*;
 
     #[test]
@@ -111,5 +146,23 @@ mod tests {
         let odd = set.filter(|i| i % 2 == 1);
         assert_eq!(odd.labels, vec![1.0, 1.0]);
         assert_eq!(odd.group_sizes(), vec![1, 1]);
+    }
+
+    #[test]
+    fn subsample_keeps_best_rows_and_group_shares() {
+        let set = synthetic(1000, 3, 4, 5);
+        let small = set.subsample(100);
+        assert!(
+            small.len() <= 100 && small.len() >= 96,
+            "{} rows",
+            small.len()
+        );
+        assert_eq!(small.group_sizes(), vec![25; 4]);
+        assert_eq!(
+            small.labels.iter().filter(|&&l| l == 1.0).count(),
+            4,
+            "each group's best row"
+        );
+        assert!(matches!(set.subsample(1000), Cow::Borrowed(_)));
     }
 }

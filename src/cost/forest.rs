@@ -1,10 +1,5 @@
 //! A pure-Rust random-forest learner ([`ForestLearner`], `forest`) on
-//! smartcore's `RandomForestRegressor`, for builds without XGBoost; and the
-//! input handling both pure-Rust tree learners share (row subsampling,
-//! feature cleaning, panic containment).
-
-use std::borrow::Cow;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+//! smartcore's `RandomForestRegressor`, for builds without XGBoost.
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -16,6 +11,9 @@ use smartcore::linalg::basic::matrix::DenseMatrix;
 use super::dataset::TrainingSet;
 use super::error::CostError;
 use super::learner::Learner;
+use super::learner_support::{
+    clean_features, guarded, learner_error, load_json, predict_rows, save_json, training_rows,
+};
 
 /// The learner's name in model files and on the command line.
 const NAME: &str = "forest";
@@ -61,7 +59,8 @@ pub struct ForestConfig {
     /// uninformative.
     pub features_per_split: Option<usize>,
     /// Most training rows (default [`FOREST_MAX_ROWS`]); larger sets are
-    /// subsampled, keeping each group's best rows (see `subsample`).
+    /// subsampled, keeping each group's best rows (see
+    /// `TrainingSet::subsample`).
     pub max_rows: usize,
     /// Seed of the bootstrap samples and column draws; fixed, so equal data
     /// gives an equal model.
@@ -90,13 +89,6 @@ impl Default for ForestConfig {
 }
 
 /// The fitted state, as serialised by [`ForestLearner::to_bytes`].
-#[derive(Serialize, Deserialize)]
-struct Saved {
-    format: u32,
-    /// `None` while unfitted.
-    model: Option<Fitted>,
-}
-
 #[derive(Serialize, Deserialize)]
 struct Fitted {
     /// Columns per row the forests were trained on.
@@ -164,8 +156,7 @@ impl Learner for ForestLearner {
     }
 
     fn fit(&mut self, data: &TrainingSet) -> Result<(), CostError> {
-        check_training_set(NAME, data)?;
-        let data = subsample(data, self.config.max_rows);
+        let data = training_rows(NAME, data, self.config.max_rows)?;
         let n_cols = data.n_cols;
         let x = DenseMatrix::new(data.len(), n_cols, clean_features(&data.features), false)
             .map_err(|e| self.error(e.to_string()))?;
@@ -183,63 +174,34 @@ impl Learner for ForestLearner {
     }
 
     fn predict(&self, rows: &[f32], n_cols: usize) -> Result<Vec<f32>, CostError> {
-        let n_rows = count_rows(NAME, rows, n_cols)?;
-        let Some(model) = &self.model else {
-            return Ok(vec![0.0; n_rows]);
-        };
-        if n_cols != model.n_cols {
-            return Err(self.error(format!(
-                "rows have {n_cols} columns, the model was trained on {}",
-                model.n_cols
-            )));
-        }
-        if n_rows == 0 {
-            return Ok(Vec::new());
-        }
-        let x = DenseMatrix::new(n_rows, n_cols, clean_features(rows), false)
-            .map_err(|e| self.error(e.to_string()))?;
-        let mut sum = vec![0.0f64; n_rows];
-        for forest in &model.forests {
-            let scores =
-                guarded(NAME, || forest.predict(&x))?.map_err(|e| self.error(e.to_string()))?;
-            if scores.len() != n_rows {
-                return Err(self.error(format!("{} scores for {n_rows} rows", scores.len())));
+        let fitted = self.model.as_ref().map(|m| (m, m.n_cols));
+        predict_rows(NAME, fitted, rows, n_cols, |model, n_rows| {
+            let x = DenseMatrix::new(n_rows, n_cols, clean_features(rows), false)
+                .map_err(|e| self.error(e.to_string()))?;
+            let mut sum = vec![0.0f64; n_rows];
+            for forest in &model.forests {
+                let scores =
+                    guarded(NAME, || forest.predict(&x))?.map_err(|e| self.error(e.to_string()))?;
+                if scores.len() != n_rows {
+                    return Err(self.error(format!("{} scores for {n_rows} rows", scores.len())));
+                }
+                for (s, p) in sum.iter_mut().zip(scores) {
+                    *s += p;
+                }
             }
-            for (s, p) in sum.iter_mut().zip(scores) {
-                *s += p;
-            }
-        }
-        let shards = model.forests.len().max(1) as f64;
-        Ok(sum.into_iter().map(|s| (s / shards) as f32).collect())
+            let shards = model.forests.len().max(1) as f64;
+            Ok(sum.into_iter().map(|s| (s / shards) as f32).collect())
+        })
     }
 
     fn to_bytes(&self) -> Result<Vec<u8>, CostError> {
-        #[derive(Serialize)]
-        struct SavedRef<'a> {
-            format: u32,
-            model: Option<&'a Fitted>,
-        }
-        let saved = SavedRef {
-            format: FORMAT_VERSION,
-            model: self.model.as_ref(),
-        };
-        serde_json::to_vec(&saved)
+        save_json(FORMAT_VERSION, self.model.as_ref())
             .map_err(|e| self.error(format!("cannot serialise the forest: {e}")))
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<ForestLearner, CostError> {
-        let saved: Saved = serde_json::from_slice(bytes)
-            .map_err(|e| learner_error(NAME, format!("not a forest model: {e}")))?;
-        if saved.format != FORMAT_VERSION {
-            return Err(learner_error(
-                NAME,
-                format!(
-                    "model format {} (this build reads {FORMAT_VERSION})",
-                    saved.format
-                ),
-            ));
-        }
-        if let Some(model) = &saved.model
+        let model: Option<Fitted> = load_json(NAME, FORMAT_VERSION, bytes)?;
+        if let Some(model) = &model
             && (model.forests.is_empty() || model.n_cols == 0)
         {
             return Err(learner_error(
@@ -249,229 +211,33 @@ impl Learner for ForestLearner {
         }
         Ok(ForestLearner {
             config: ForestConfig::default(),
-            model: saved.model,
+            model,
         })
     }
-}
-
-/// The error of learner `learner` saying `message`.
-pub(super) fn learner_error(learner: &'static str, message: impl Into<String>) -> CostError {
-    CostError::Learner {
-        learner,
-        message: message.into(),
-    }
-}
-
-/// Runs `f`, turning a panic inside the learning crate (both crates panic on
-/// some malformed inputs or model files instead of returning errors) into a
-/// [`CostError::Learner`].
-pub(super) fn guarded<T>(learner: &'static str, f: impl FnOnce() -> T) -> Result<T, CostError> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
-        let what = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        learner_error(learner, format!("panicked: {what}"))
-    })
-}
-
-/// Checks that `data` is something a learner can fit: rows, columns,
-/// consistent lengths, finite labels.
-pub(super) fn check_training_set(
-    learner: &'static str,
-    data: &TrainingSet,
-) -> Result<(), CostError> {
-    if data.is_empty() || data.n_cols == 0 {
-        return Err(learner_error(learner, "no training rows or no columns"));
-    }
-    if data.features.len() != data.len() * data.n_cols || data.groups.len() != data.len() {
-        return Err(learner_error(
-            learner,
-            format!(
-                "inconsistent training set: {} features, {} labels, {} groups, {} columns",
-                data.features.len(),
-                data.len(),
-                data.groups.len(),
-                data.n_cols
-            ),
-        ));
-    }
-    if data.labels.iter().any(|l| !l.is_finite()) {
-        return Err(learner_error(learner, "a training label is not finite"));
-    }
-    Ok(())
-}
-
-/// Rows in `rows` of `n_cols` columns each, or an error if it does not divide.
-pub(super) fn count_rows(
-    learner: &'static str,
-    rows: &[f32],
-    n_cols: usize,
-) -> Result<usize, CostError> {
-    match rows.len().checked_div(n_cols) {
-        Some(n) if n * n_cols == rows.len() => Ok(n),
-        None if rows.is_empty() => Ok(0),
-        _ => Err(learner_error(
-            learner,
-            format!(
-                "{} values are not whole rows of {n_cols} columns",
-                rows.len()
-            ),
-        )),
-    }
-}
-
-/// Largest magnitude a feature keeps: bigger ones (and infinities) are
-/// clamped, NaN becomes 0. Keeps split thresholds finite (so model files
-/// stay valid JSON) and clear of `f32::MIN`, which `gbdt` reads as "missing".
-const FEATURE_LIMIT: f32 = 1e30;
-
-/// `features` with NaN → 0 and values clamped to ±[`FEATURE_LIMIT`].
-pub(super) fn clean_features(features: &[f32]) -> Vec<f32> {
-    features
-        .iter()
-        .map(|&v| {
-            if v.is_nan() {
-                0.0
-            } else {
-                v.clamp(-FEATURE_LIMIT, FEATURE_LIMIT)
-            }
-        })
-        .collect()
-}
-
-/// `data` cut to at most about `max_rows` rows, deterministically, to bound
-/// fit time: each group (run of equal group ids) keeps its share of the
-/// budget in proportion to its size (at least one row); half of the share
-/// goes to the group's best-labelled rows, which the search cares about
-/// most, the other half to rows spread evenly over the rest of the group in
-/// label order, so every label range stays represented. Returns `data`
-/// itself when it is small enough.
-pub(super) fn subsample(data: &TrainingSet, max_rows: usize) -> Cow<'_, TrainingSet> {
-    let total = data.len();
-    if total <= max_rows {
-        return Cow::Borrowed(data);
-    }
-    let mut keep = vec![false; total];
-    let mut start = 0;
-    for size in data.group_sizes() {
-        let share = (max_rows * size / total).clamp(1, size);
-        let mut order: Vec<usize> = (start..start + size).collect();
-        order.sort_by(|&a, &b| data.labels[b].total_cmp(&data.labels[a]).then(a.cmp(&b)));
-        let best = share / 2;
-        let (top, rest) = order.split_at(best);
-        for &i in top {
-            keep[i] = true;
-        }
-        let spread = share - best;
-        for k in 0..spread {
-            keep[rest[k * rest.len() / spread]] = true;
-        }
-        start += size;
-    }
-    Cow::Owned(data.filter(|i| keep[i]))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{holdout, pairwise_accuracy, synthetic};
+    use super::super::test_support::{
+        check_broken_model_is_an_error, check_learner_contract, synthetic,
+    };
     use super::*;
 
     #[test]
-    fn forest_learns_a_synthetic_ranking() {
-        let (train, test) = holdout(&synthetic(400, 12, 4, 1), 4);
-        let mut learner = ForestLearner::new();
-        learner.fit(&train).expect("fit");
-        let scores = learner
-            .predict(&test.features, test.n_cols)
-            .expect("predict");
-        assert_eq!(scores.len(), test.len());
-        let accuracy = pairwise_accuracy(&scores, &test.labels, &test.groups);
-        assert!(accuracy > 0.8, "held-out pairwise accuracy {accuracy}");
-    }
-
-    #[test]
-    fn forest_round_trips_bit_identically() {
-        let set = synthetic(200, 12, 2, 2);
-        let mut learner = ForestLearner::new();
-        learner.fit(&set).expect("fit");
-        let bytes = learner.to_bytes().expect("save");
-        let loaded = ForestLearner::from_bytes(&bytes).expect("load");
-        let before = learner.predict(&set.features, set.n_cols).expect("predict");
-        let after = loaded
-            .predict(&set.features, set.n_cols)
-            .expect("predict loaded");
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&before), bits(&after));
-        assert_eq!(loaded.to_bytes().expect("save again"), bytes);
-    }
-
-    #[test]
-    fn forest_fit_is_deterministic() {
-        let set = synthetic(200, 12, 2, 3);
-        let (mut a, mut b) = (ForestLearner::new(), ForestLearner::new());
-        a.fit(&set).expect("fit a");
-        b.fit(&set).expect("fit b");
-        assert_eq!(a.to_bytes().expect("a"), b.to_bytes().expect("b"));
-    }
-
-    #[test]
-    fn unfitted_forest_predicts_zeros_and_round_trips() {
-        let learner = ForestLearner::new();
-        assert_eq!(
-            learner.predict(&[1.0; 6], 3).expect("predict"),
-            vec![0.0, 0.0]
-        );
-        let loaded = ForestLearner::from_bytes(&learner.to_bytes().expect("save")).expect("load");
-        assert!(!loaded.is_fitted());
-        assert_eq!(loaded.predict(&[], 3).expect("predict"), Vec::<f32>::new());
-    }
-
-    #[test]
-    fn forest_rejects_bad_input() {
-        let mut learner = ForestLearner::new();
-        assert!(learner.fit(&TrainingSet::new(3)).is_err());
-        assert!(learner.predict(&[1.0; 5], 3).is_err());
-        learner.fit(&synthetic(50, 4, 1, 4)).expect("fit");
-        assert!(learner.predict(&[1.0; 6], 3).is_err(), "wrong column count");
-        assert!(ForestLearner::from_bytes(b"{\"format\":1,\"model\":{}}").is_err());
-        assert!(ForestLearner::from_bytes(b"not json").is_err());
-        // Non-finite features are cleaned, not fatal.
-        let scores = learner
-            .predict(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.5], 4)
-            .expect("predict");
-        assert!(scores[0].is_finite());
+    fn forest_keeps_the_learner_contract() {
+        check_learner_contract(|| Box::new(ForestLearner::new()));
     }
 
     #[test]
     fn forest_turns_a_panic_on_a_bad_model_into_an_error() {
-        let mut learner = ForestLearner::new();
-        learner.fit(&synthetic(100, 4, 1, 6)).expect("fit");
-        let text = String::from_utf8(learner.to_bytes().expect("save")).expect("utf-8");
         // A split node without its second child: smartcore unwraps it.
-        let broken = text.replacen("\"false_child\":2", "\"false_child\":null", 1);
-        assert_ne!(broken, text);
-        let loaded = ForestLearner::from_bytes(broken.as_bytes()).expect("load");
         let rows = synthetic(10, 4, 1, 7);
-        assert!(loaded.predict(&rows.features, 4).is_err());
-    }
-
-    #[test]
-    fn subsample_keeps_best_rows_and_group_shares() {
-        let set = synthetic(1000, 3, 4, 5);
-        let small = subsample(&set, 100);
-        assert!(
-            small.len() <= 100 && small.len() >= 96,
-            "{} rows",
-            small.len()
-        );
-        assert_eq!(small.group_sizes(), vec![25; 4]);
-        assert_eq!(
-            small.labels.iter().filter(|&&l| l == 1.0).count(),
+        check_broken_model_is_an_error(
+            || Box::new(ForestLearner::new()),
+            "\"false_child\":2",
+            "\"false_child\":null",
+            &rows.features,
             4,
-            "each group's best row"
         );
-        assert!(matches!(subsample(&set, 1000), Cow::Borrowed(_)));
     }
 }

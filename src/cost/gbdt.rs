@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use super::dataset::TrainingSet;
 use super::error::CostError;
-use super::forest::{
-    check_training_set, clean_features, count_rows, guarded, learner_error, subsample,
-};
 use super::learner::Learner;
+use super::learner_support::{
+    clean_features, guarded, learner_error, load_json, predict_rows, save_json, training_rows,
+};
 
 /// The learner's name in model files and on the command line.
 const NAME: &str = "gbdt";
@@ -66,13 +66,6 @@ impl Default for GbdtConfig {
 }
 
 /// The fitted state, as serialised by [`GbdtLearner::to_bytes`].
-#[derive(Serialize, Deserialize)]
-struct Saved {
-    format: u32,
-    /// `None` while unfitted.
-    model: Option<Fitted>,
-}
-
 #[derive(Serialize, Deserialize)]
 struct Fitted {
     /// Columns per row the model was trained on.
@@ -150,8 +143,7 @@ impl Learner for GbdtLearner {
     }
 
     fn fit(&mut self, data: &TrainingSet) -> Result<(), CostError> {
-        check_training_set(NAME, data)?;
-        let data = subsample(data, self.config.max_rows);
+        let data = training_rows(NAME, data, self.config.max_rows)?;
         let n_cols = data.n_cols;
         let mut rows = data_vec(&data.features, n_cols, Some(&data.labels));
         let mut gbdt = GBDT::new(&self.crate_config(n_cols));
@@ -161,143 +153,50 @@ impl Learner for GbdtLearner {
     }
 
     fn predict(&self, rows: &[f32], n_cols: usize) -> Result<Vec<f32>, CostError> {
-        let n_rows = count_rows(NAME, rows, n_cols)?;
-        let Some(model) = &self.model else {
-            return Ok(vec![0.0; n_rows]);
-        };
-        if n_cols != model.n_cols {
-            return Err(self.error(format!(
-                "rows have {n_cols} columns, the model was trained on {}",
-                model.n_cols
-            )));
-        }
-        if n_rows == 0 {
-            return Ok(Vec::new());
-        }
-        let rows = data_vec(rows, n_cols, None);
-        let scores = guarded(NAME, || model.gbdt.predict(&rows))?;
-        if scores.len() != n_rows {
-            return Err(self.error(format!("{} scores for {n_rows} rows", scores.len())));
-        }
-        Ok(scores)
+        let fitted = self.model.as_ref().map(|m| (m, m.n_cols));
+        predict_rows(NAME, fitted, rows, n_cols, |model, _| {
+            let rows = data_vec(rows, n_cols, None);
+            guarded(NAME, || model.gbdt.predict(&rows))
+        })
     }
 
     fn to_bytes(&self) -> Result<Vec<u8>, CostError> {
-        #[derive(Serialize)]
-        struct SavedRef<'a> {
-            format: u32,
-            model: Option<&'a Fitted>,
-        }
-        let saved = SavedRef {
-            format: FORMAT_VERSION,
-            model: self.model.as_ref(),
-        };
-        serde_json::to_vec(&saved)
+        save_json(FORMAT_VERSION, self.model.as_ref())
             .map_err(|e| self.error(format!("cannot serialise the model: {e}")))
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<GbdtLearner, CostError> {
-        let saved: Saved = serde_json::from_slice(bytes)
-            .map_err(|e| learner_error(NAME, format!("not a gbdt model: {e}")))?;
-        if saved.format != FORMAT_VERSION {
-            return Err(learner_error(
-                NAME,
-                format!(
-                    "model format {} (this build reads {FORMAT_VERSION})",
-                    saved.format
-                ),
-            ));
-        }
-        if saved.model.as_ref().is_some_and(|m| m.n_cols == 0) {
+        let model: Option<Fitted> = load_json(NAME, FORMAT_VERSION, bytes)?;
+        if model.as_ref().is_some_and(|m| m.n_cols == 0) {
             return Err(learner_error(NAME, "a fitted gbdt model without columns"));
         }
         Ok(GbdtLearner {
             config: GbdtConfig::default(),
-            model: saved.model,
+            model,
         })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{holdout, pairwise_accuracy, synthetic};
+    use super::super::test_support::{check_broken_model_is_an_error, check_learner_contract};
     use super::*;
 
     #[test]
-    fn gbdt_learns_a_synthetic_ranking() {
-        let (train, test) = holdout(&synthetic(400, 12, 4, 1), 4);
-        let mut learner = GbdtLearner::new();
-        learner.fit(&train).expect("fit");
-        let scores = learner
-            .predict(&test.features, test.n_cols)
-            .expect("predict");
-        assert_eq!(scores.len(), test.len());
-        let accuracy = pairwise_accuracy(&scores, &test.labels, &test.groups);
-        assert!(accuracy > 0.8, "held-out pairwise accuracy {accuracy}");
-    }
-
-    #[test]
-    fn gbdt_round_trips_bit_identically() {
-        let set = synthetic(200, 12, 2, 2);
-        let mut learner = GbdtLearner::new();
-        learner.fit(&set).expect("fit");
-        let bytes = learner.to_bytes().expect("save");
-        let loaded = GbdtLearner::from_bytes(&bytes).expect("load");
-        let before = learner.predict(&set.features, set.n_cols).expect("predict");
-        let after = loaded
-            .predict(&set.features, set.n_cols)
-            .expect("predict loaded");
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&before), bits(&after));
-        assert_eq!(loaded.to_bytes().expect("save again"), bytes);
-    }
-
-    #[test]
-    fn gbdt_fit_is_deterministic() {
-        let set = synthetic(200, 12, 2, 3);
-        let (mut a, mut b) = (GbdtLearner::new(), GbdtLearner::new());
-        a.fit(&set).expect("fit a");
-        b.fit(&set).expect("fit b");
-        assert_eq!(a.to_bytes().expect("a"), b.to_bytes().expect("b"));
-    }
-
-    #[test]
-    fn unfitted_gbdt_predicts_zeros_and_round_trips() {
-        let learner = GbdtLearner::new();
-        assert_eq!(
-            learner.predict(&[1.0; 6], 3).expect("predict"),
-            vec![0.0, 0.0]
-        );
-        let loaded = GbdtLearner::from_bytes(&learner.to_bytes().expect("save")).expect("load");
-        assert!(!loaded.is_fitted());
-        assert_eq!(loaded.predict(&[], 3).expect("predict"), Vec::<f32>::new());
-    }
-
-    #[test]
-    fn gbdt_rejects_bad_input() {
-        let mut learner = GbdtLearner::new();
-        assert!(learner.fit(&TrainingSet::new(3)).is_err());
-        assert!(learner.predict(&[1.0; 5], 3).is_err());
-        learner.fit(&synthetic(50, 4, 1, 4)).expect("fit");
-        assert!(learner.predict(&[1.0; 6], 3).is_err(), "wrong column count");
-        assert!(GbdtLearner::from_bytes(b"{\"format\":1,\"model\":{}}").is_err());
-        assert!(GbdtLearner::from_bytes(b"not json").is_err());
-        // Non-finite features are cleaned, not fatal.
-        let scores = learner
-            .predict(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.5], 4)
-            .expect("predict");
-        assert!(scores[0].is_finite());
+    fn gbdt_keeps_the_learner_contract() {
+        check_learner_contract(|| Box::new(GbdtLearner::new()));
     }
 
     #[test]
     fn gbdt_turns_a_panic_on_a_bad_model_into_an_error() {
-        let mut learner = GbdtLearner::new();
-        learner.fit(&synthetic(100, 4, 1, 6)).expect("fit");
-        let text = String::from_utf8(learner.to_bytes().expect("save")).expect("utf-8");
-        // Trees that split on columns the rows do not have: the crate indexes out of bounds.
-        let broken = text.replacen("\"n_cols\":4", "\"n_cols\":1", 1);
-        assert_ne!(broken, text);
-        let loaded = GbdtLearner::from_bytes(broken.as_bytes()).expect("load");
-        assert!(loaded.predict(&[0.5; 10], 1).is_err());
+        // Trees that split on columns the rows do not have: the crate
+        // indexes out of bounds.
+        check_broken_model_is_an_error(
+            || Box::new(GbdtLearner::new()),
+            "\"n_cols\":4",
+            "\"n_cols\":1",
+            &[0.5; 10],
+            1,
+        );
     }
 }

@@ -155,10 +155,23 @@ pub fn materialize(
             )?;
         }
         if at_root && decisions.parallel[i] > 0 {
-            // Leading spatial loops, not the vectorized innermost one.
+            // Leading spatial loops, not the vectorized innermost one, and
+            // none inside a loop where another stage is computed: fusing
+            // those would recompute that stage for every inner iteration.
+            let stage = &state.stages()[index];
+            let attach_depth = (0..state.stages().len())
+                .filter_map(|s| match state.stages()[s].compute_at {
+                    crate::schedule::ComputeAt::At { stage: host, iter } if host == index => {
+                        stage.leaves.iter().position(|&l| l == iter)
+                    }
+                    _ => None,
+                })
+                .min()
+                .map_or(usize::MAX, |p| p + 1);
             let leading: Vec<String> = loops
                 .iter()
                 .take(loops.len().saturating_sub(1).max(1))
+                .take(attach_depth)
                 .take_while(|(_, kind, _)| *kind == IterKind::Spatial)
                 .take(decisions.parallel[i])
                 .map(|(n, _, _)| n.clone())
