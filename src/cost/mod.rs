@@ -11,6 +11,7 @@ mod file;
 mod forest;
 mod gbdt;
 mod learner;
+mod learner_support;
 mod model;
 mod records;
 mod registry;
