@@ -200,6 +200,7 @@ fn every_learner_learns_a_ranking_and_survives_its_model_file() {
             workloads: vec!["synthetic".into()],
             device: "test".into(),
             made_with: "tests/cost_model.rs".into(),
+            compression: None,
         };
         save_model(&path, &header, learner.as_ref()).expect("saves");
         let (read, loaded) = load_model(&path).expect("loads");

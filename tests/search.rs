@@ -197,3 +197,20 @@ mod tuning {
         assert!(report.best_gflops.expect("measured") > 0.0);
     }
 }
+
+#[test]
+fn recorded_steps_map_back_to_their_sketch_and_decisions() {
+    for (n, (op, params)) in small_cases().iter().enumerate() {
+        let dag = build(op, params);
+        let sketches = generate_sketches(&dag);
+        for seed in 0..4 {
+            let mut rng = StdRng::seed_from_u64(seed + 100 * n as u64);
+            let k = (seed as usize) % sketches.len();
+            let decisions = random_decisions(&sketches[k], &mut rng);
+            let state = materialize(&dag, &sketches[k], &decisions).expect("materializes");
+            let found = tessera::search::infer_candidate(&dag, &sketches, state.steps())
+                .unwrap_or_else(|| panic!("{op}: {} not recovered", sketches[k].name));
+            assert_eq!(found.state.steps(), state.steps(), "{op}");
+        }
+    }
+}

@@ -103,6 +103,7 @@ pub(crate) fn cost_model(args: &CostModelArgs) -> Result<String, CliError> {
                 workloads: data.iter().map(|w| w.readable.clone()).collect(),
                 device: device.unwrap_or_else(|| host_device().key().to_string()),
                 made_with: std::env::args().collect::<Vec<_>>().join(" "),
+                compression: None,
             };
             cost::save_model(file, &header, model.as_ref())?;
             let _ = writeln!(

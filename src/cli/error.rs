@@ -56,6 +56,12 @@ pub enum CliError {
     /// Tuning failed.
     #[error(transparent)]
     Tune(#[from] crate::search::TuneError),
+    /// A suite file that cannot be used (names the file and the workload).
+    #[error(transparent)]
+    Suite(#[from] crate::search::SuiteError),
+    /// A tuning-curve plot that cannot be written.
+    #[error(transparent)]
+    Plot(#[from] crate::search::PlotError),
     /// A cost model failed.
     #[error(transparent)]
     Cost(#[from] crate::cost::CostError),

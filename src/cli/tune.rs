@@ -1,11 +1,13 @@
 //! `tessera tune`: search for a fast schedule of one operator at one shape,
 //! measuring candidates in worker processes and recording every one in the
-//! tuning cache.
+//! tuning cache; with `--suite FILE`, the workloads of a suite share one
+//! budget through the task scheduler. `--plot FILE.svg` draws the tuning
+//! curve (a suite: one line per workload, as a fraction of its final best).
 
 use std::fmt::Write;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -15,17 +17,29 @@ use super::error::CliError;
 use crate::cost::{self, CostModel, LearnedModel, RandomModel};
 use crate::db::{self, TuningDb};
 use crate::measure::{MeasureOptions, Measurer, Task, TimingOptions};
-use crate::search::{SearchOptions, TuneOptions, TuneReport, tune};
+use crate::search::{
+    CurvePoint, SearchOptions, Suite, SuiteOptions, SuiteReport, TuneOptions, TuneReport,
+    plot_curves, plot_normalised_curves, tune, tune_suite,
+};
 
 /// `tessera tune` options.
 #[derive(Debug, clap::Args)]
 pub(crate) struct TuneArgs {
-    /// The operator (see `tessera ops`).
-    op: String,
+    /// The operator (see `tessera ops`); not with --suite.
+    #[arg(required_unless_present = "suite")]
+    op: Option<String>,
     /// Shape parameters, e.g. `M=512,N=512,K=512`.
     #[arg(long, default_value = "")]
     shape: String,
-    /// Candidates to measure.
+    /// Tune every workload of a suite file (see suites/README.md) with the
+    /// task scheduler; --trials is then the budget of the whole suite.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["op", "shape"])]
+    suite: Option<PathBuf>,
+    /// Draw the tuning curve as SVG: best GFLOP/s against trials (with
+    /// --suite: one line per workload, as a fraction of its final best).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// Candidates to measure (with --suite: over all workloads).
     #[arg(long, default_value_t = 200)]
     trials: usize,
     /// The tuning database (default: TESSERA_DB, else tuning_logs/tuning.db).
@@ -50,7 +64,7 @@ pub(crate) struct TuneArgs {
     /// Seconds a candidate may run before it is stopped.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
-    /// Candidates measured per round.
+    /// Candidates measured per round (with --suite: at most trials / workloads).
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
     /// Population of the evolutionary search.
@@ -62,7 +76,7 @@ pub(crate) struct TuneArgs {
     /// Fraction of each batch chosen at random.
     #[arg(long, default_value_t = SearchOptions::default().eps_greedy)]
     eps_greedy: f64,
-    /// Stop after this many trials without improvement.
+    /// Stop after this many trials without improvement (with --suite: per workload).
     #[arg(long)]
     early_stopping: Option<usize>,
     /// Timed repeats per candidate.
@@ -95,7 +109,14 @@ fn model_for(args: &TuneArgs) -> Result<Box<dyn CostModel>, CliError> {
 
 /// `tessera tune`.
 pub(crate) fn tune_command(args: &TuneArgs) -> Result<String, CliError> {
-    let task = Task::from_registry(&args.op, &args.shape)?;
+    let timeout = check_options(args)?;
+    match &args.suite {
+        Some(path) => tune_suite_command(args, path, timeout),
+        None => tune_one(args, timeout),
+    }
+}
+
+fn check_options(args: &TuneArgs) -> Result<Duration, CliError> {
     let timeout = Duration::try_from_secs_f64(args.timeout)
         .ok()
         .filter(|d| !d.is_zero())
@@ -115,8 +136,29 @@ pub(crate) fn tune_command(args: &TuneArgs) -> Result<String, CliError> {
             "--eps-greedy must be between 0 and 1".into(),
         ));
     }
-    let mut model = model_for(args)?;
-    let mut db = TuningDb::open(&args.db.clone().unwrap_or_else(db::default_path))?;
+    if let Some(plot) = &args.plot {
+        let parent = plot.parent().filter(|p| !p.as_os_str().is_empty());
+        if parent.is_some_and(|p| !p.is_dir()) || plot.is_dir() {
+            return Err(CliError::Usage(format!(
+                "--plot {}: not a file in an existing directory",
+                plot.display()
+            )));
+        }
+    }
+    Ok(timeout)
+}
+
+/// What both modes share: the model, the database, the workers, Ctrl-C.
+struct Session {
+    model: Box<dyn CostModel>,
+    db: TuningDb,
+    measurer: Measurer,
+    stop: Arc<AtomicBool>,
+}
+
+fn session(args: &TuneArgs, timeout: Duration) -> Result<Session, CliError> {
+    let model = model_for(args)?;
+    let db = TuningDb::open(&args.db.clone().unwrap_or_else(db::default_path))?;
     let defaults = MeasureOptions::default();
     let options = MeasureOptions {
         workers: args.workers.unwrap_or(defaults.workers),
@@ -129,7 +171,7 @@ pub(crate) fn tune_command(args: &TuneArgs) -> Result<String, CliError> {
         },
         ..defaults
     };
-    let mut measurer = Measurer::new(options)?;
+    let measurer = Measurer::new(options)?;
     let stop = Arc::new(AtomicBool::new(false));
     let handler_stop = stop.clone();
     // A second handler cannot be installed in the same process (tests call
@@ -138,62 +180,124 @@ pub(crate) fn tune_command(args: &TuneArgs) -> Result<String, CliError> {
         handler_stop.store(true, Ordering::Relaxed);
         eprintln!("\nstopping after the batch being measured (everything measured is kept)");
     });
-    let bar = ProgressBar::new(args.trials as u64);
+    Ok(Session {
+        model,
+        db,
+        measurer,
+        stop,
+    })
+}
+
+fn progress_bar(trials: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(trials as u64);
     bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} tuning [{bar:30}] {pos}/{len} trials, best {msg} GFLOP/s, ETA {eta}",
-        )
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} tuning [{{bar:30}}] {{pos}}/{{len}} trials, {what} {{msg}}, ETA {{eta}}"
+        ))
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
+    bar
+}
+
+fn search_options(args: &TuneArgs) -> SearchOptions {
+    SearchOptions {
+        population: args.population,
+        generations: args.generations,
+        eps_greedy: args.eps_greedy,
+        ..SearchOptions::default()
+    }
+}
+
+/// `curve` with the best known before the first round (trial 0) in front.
+fn with_start(start: Option<f64>, curve: &[CurvePoint]) -> Vec<CurvePoint> {
+    let first = start.map(|best_gflops| CurvePoint {
+        trials: 0,
+        secs: 0.0,
+        best_gflops,
+    });
+    first.into_iter().chain(curve.iter().cloned()).collect()
+}
+
+fn tune_one(args: &TuneArgs, timeout: Duration) -> Result<String, CliError> {
+    let op = args.op.as_deref().unwrap_or_default();
+    let task = Task::from_registry(op, &args.shape)?;
+    let mut s = session(args, timeout)?;
+    let bar = progress_bar(args.trials, "best");
     let tune_options = TuneOptions {
         trials: args.trials,
         batch_size: args.batch_size,
         seed: args.seed,
         early_stopping: args.early_stopping,
-        search: SearchOptions {
-            population: args.population,
-            generations: args.generations,
-            eps_greedy: args.eps_greedy,
-            ..SearchOptions::default()
-        },
+        search: search_options(args),
     };
+    let start: Mutex<Option<f64>> = Mutex::new(None);
     let report = tune(
         &task,
-        &mut measurer,
-        Some(&mut db),
-        model.as_mut(),
+        &mut s.measurer,
+        Some(&mut s.db),
+        s.model.as_mut(),
         &tune_options,
         &|done, _, best| {
+            if done == 0
+                && let Ok(mut start) = start.lock()
+            {
+                *start = Some(best);
+            }
             bar.set_position(done as u64);
-            bar.set_message(format!("{best:.2}"));
+            bar.set_message(format!("{best:.2} GFLOP/s"));
         },
-        &stop,
+        &s.stop,
     )?;
     bar.finish_and_clear();
-    Ok(render(&report, &model.name(), &db, args))
+    if let Some(path) = &args.plot {
+        let start = start.lock().ok().and_then(|s| *s);
+        let series = vec![(
+            task.key().readable.clone(),
+            with_start(start, &report.curve),
+        )];
+        plot_curves(
+            path,
+            &format!("tessera tune {}", task.key().readable),
+            &series,
+        )?;
+    }
+    Ok(render(&report, &task, &s.model.name(), &s.db, args))
 }
 
-fn render(report: &TuneReport, model: &str, db: &TuningDb, args: &TuneArgs) -> String {
+/// The fields every `--json` report shares: speed-up, model, database, plot.
+fn add_run_fields(
+    map: &mut serde_json::Map<String, serde_json::Value>,
+    speedup: Option<f64>,
+    model: &str,
+    db: &TuningDb,
+    args: &TuneArgs,
+) {
+    map.insert("speedup".into(), json!(speedup));
+    map.insert("model".into(), json!(model));
+    map.insert("db".into(), json!(db.path().display().to_string()));
+    if let Some(plot) = &args.plot {
+        map.insert("plot".into(), json!(plot.display().to_string()));
+    }
+}
+
+fn render(report: &TuneReport, task: &Task, model: &str, db: &TuningDb, args: &TuneArgs) -> String {
     if args.json {
         let mut value = serde_json::to_value(report).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
-            map.insert("speedup".into(), json!(report.speedup()));
-            map.insert("model".into(), json!(model));
-            map.insert("db".into(), json!(db.path().display().to_string()));
+            add_run_fields(map, report.speedup(), model, db, args);
         }
         return format!("{value}\n");
     }
-    let fmt = |g: Option<f64>| g.map_or("-".to_string(), |g| format!("{g:.2} GFLOP/s"));
     let mut out = String::new();
     let _ = writeln!(out, "workload  {}", report.workload_key);
     let _ = writeln!(out, "device    {}", report.device_key);
     let _ = writeln!(out, "model     {model}");
-    let _ = writeln!(out, "default   {}", fmt(report.default_gflops));
+    let _ = writeln!(out, "default   {}", gflops_text(report.default_gflops));
     let _ = writeln!(
         out,
         "best      {}{}",
-        fmt(report.best_gflops),
+        gflops_text(report.best_gflops),
         report
             .speedup()
             .map_or(String::new(), |s| format!(" ({s:.1}x the default)"))
@@ -219,20 +323,212 @@ fn render(report: &TuneReport, model: &str, db: &TuningDb, args: &TuneArgs) -> S
         let _ = writeln!(out, "90% of the best after {t:.1} s");
     }
     if !report.errors.is_empty() {
-        let errors: Vec<String> = report
-            .errors
-            .iter()
-            .map(|(k, n)| format!("{n} {k}"))
-            .collect();
-        let _ = writeln!(out, "failed    {}", errors.join(", "));
+        let _ = writeln!(out, "failed    {}", errors_text(&report.errors));
+    }
+    if let Some(plot) = &args.plot {
+        let _ = writeln!(out, "plot      {}", plot.display());
     }
     let _ = writeln!(out, "recorded in {}", db.path().display());
     let _ = writeln!(
         out,
         "the best steps: tessera cache best {} --shape {} --db {} --steps-only",
-        args.op,
-        if args.shape.is_empty() { "''" } else { &args.shape },
+        task.op(),
+        if args.shape.is_empty() {
+            "''"
+        } else {
+            &args.shape
+        },
         db.path().display()
     );
     out
+}
+
+fn gflops_text(g: Option<f64>) -> String {
+    g.map_or("-".to_string(), |g| format!("{g:.2} GFLOP/s"))
+}
+
+fn errors_text(errors: &[(String, usize)]) -> String {
+    let parts: Vec<String> = errors.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    parts.join(", ")
+}
+
+fn tune_suite_command(args: &TuneArgs, path: &Path, timeout: Duration) -> Result<String, CliError> {
+    let suite = Suite::load(path)?;
+    let tasks = suite.tasks()?;
+    if args.trials < tasks.len() {
+        return Err(CliError::Usage(format!(
+            "--trials {} is less than the {} workloads of suite {}: each needs at least one trial",
+            args.trials,
+            tasks.len(),
+            path.display()
+        )));
+    }
+    let mut s = session(args, timeout)?;
+    let bar = progress_bar(args.trials, "");
+    let options = SuiteOptions {
+        total_trials: args.trials,
+        batch_size: args.batch_size,
+        seed: args.seed,
+        early_stopping: args.early_stopping,
+        search: search_options(args),
+        ..SuiteOptions::default()
+    };
+    let report = tune_suite(
+        &tasks,
+        &mut s.measurer,
+        Some(&mut s.db),
+        s.model.as_mut(),
+        &options,
+        &|done, _, label, best| {
+            bar.set_position(done as u64);
+            if !label.is_empty() {
+                bar.set_message(format!("{label} {best:.2} GFLOP/s"));
+            }
+        },
+        &s.stop,
+    )?;
+    bar.finish_and_clear();
+    if let Some(plot) = &args.plot {
+        let series: Vec<(String, Vec<CurvePoint>)> = report
+            .tasks
+            .iter()
+            .map(|t| (t.label.clone(), with_start(t.start_gflops, &t.report.curve)))
+            .collect();
+        let title = format!(
+            "suite {}: best GFLOP/s per workload, as a fraction of its final best",
+            suite.name
+        );
+        plot_normalised_curves(plot, &title, &series)?;
+    }
+    Ok(render_suite(&suite, &report, &s.model.name(), &s.db, args))
+}
+
+fn render_suite(
+    suite: &Suite,
+    report: &SuiteReport,
+    model: &str,
+    db: &TuningDb,
+    args: &TuneArgs,
+) -> String {
+    if args.json {
+        let mut value = serde_json::to_value(report).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            if let Some(tasks) = map.get_mut("tasks").and_then(|t| t.as_array_mut()) {
+                for (entry, task) in tasks.iter_mut().zip(&report.tasks) {
+                    if let Some(entry) = entry.as_object_mut() {
+                        entry.insert("speedup".into(), json!(task.report.speedup()));
+                    }
+                }
+            }
+            map.insert("suite".into(), json!(suite.name));
+            add_run_fields(map, report.speedup(), model, db, args);
+        }
+        return format!("{value}\n");
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "suite     {} ({} workloads){}",
+        suite.name,
+        report.tasks.len(),
+        if suite.description.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", suite.description)
+        }
+    );
+    if let Some(first) = report.tasks.first() {
+        let _ = writeln!(out, "device    {}", first.report.device_key);
+    }
+    let _ = writeln!(out, "model     {model}");
+    let width = report
+        .tasks
+        .iter()
+        .map(|t| t.label.len())
+        .fold(5, usize::max);
+    let weighted = report.tasks.iter().any(|t| t.weight != 1.0);
+    let _ = writeln!(
+        out,
+        "\n{:<width$}  {}{:>15}  {:>13}  {:>8}  {:>6}  {:>6}",
+        "label",
+        if weighted { "weight  " } else { "" },
+        "default GFLOP/s",
+        "best GFLOP/s",
+        "speed-up",
+        "trials",
+        "rounds"
+    );
+    let number = |g: Option<f64>| g.map_or("-".to_string(), |g| format!("{g:.2}"));
+    for t in &report.tasks {
+        let _ = writeln!(
+            out,
+            "{:<width$}  {}{:>15}  {:>13}  {:>8}  {:>6}  {:>6}{}",
+            t.label,
+            if weighted {
+                format!("{:>6}  ", t.weight)
+            } else {
+                String::new()
+            },
+            number(t.report.default_gflops),
+            number(t.report.best_gflops),
+            t.report
+                .speedup()
+                .map_or("-".to_string(), |s| format!("{s:.2}x")),
+            t.report.trials,
+            t.rounds,
+            t.retired
+                .as_ref()
+                .map_or(String::new(), |why| format!("  ({why})"))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\ntrials    {} of {} in {:.1} s ({:.2} candidates/s), {} per round, {} rounds{}",
+        report.trials,
+        report.total_trials,
+        report.wall_s,
+        report.trials as f64 / report.wall_s.max(1e-9),
+        report.per_round,
+        report.allocation.len(),
+        if report.stopped_early {
+            ", stopped early"
+        } else {
+            ""
+        }
+    );
+    if let (Some(default), Some(best)) = (report.default_latency_s, report.best_latency_s) {
+        let _ = writeln!(
+            out,
+            "latency   {} -> {} weighted over the suite ({:.2}x)",
+            seconds_text(default),
+            seconds_text(best),
+            default / best
+        );
+    }
+    let failed: Vec<String> = report
+        .tasks
+        .iter()
+        .filter(|t| !t.report.errors.is_empty())
+        .map(|t| format!("{}: {}", t.label, errors_text(&t.report.errors)))
+        .collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "failed    {}", failed.join("; "));
+    }
+    if let Some(plot) = &args.plot {
+        let _ = writeln!(out, "plot      {}", plot.display());
+    }
+    let _ = writeln!(out, "recorded in {}", db.path().display());
+    out
+}
+
+fn seconds_text(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else if s >= 1e-6 {
+        format!("{:.3} µs", s * 1e6)
+    } else {
+        format!("{:.1} ns", s * 1e9)
+    }
 }

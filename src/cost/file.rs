@@ -1,8 +1,13 @@
 //! Model files (`cost_model/*.model`): one JSON header line saying which
 //! learner, which feature version and what it was trained on, then the
-//! learner's bytes.
+//! learner's bytes, gzip-compressed (tree ensembles serialise to verbose
+//! JSON that shrinks about 6×).
 
-use std::io::Write;
+use std::io::{Read, Write};
+
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -31,6 +36,10 @@ pub struct ModelHeader {
     pub device: String,
     /// How the file was made (the command).
     pub made_with: String,
+    /// How the learner's bytes are stored: `gzip` (what [`save_model`]
+    /// writes) or absent (plain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
 }
 
 const FORMAT: &str = "tessera-cost-model";
@@ -50,9 +59,12 @@ pub fn save_model(
     header.learner = learner.name().into();
     header.feature_version = FEATURE_VERSION;
     header.feature_len = FEATURE_LEN;
+    header.compression = Some("gzip".into());
     let mut bytes = serde_json::to_vec(&header).map_err(|e| io(std::io::Error::other(e)))?;
     bytes.push(b'\n');
-    bytes.extend(learner.to_bytes()?);
+    let mut gz = GzEncoder::new(bytes, Compression::best());
+    gz.write_all(&learner.to_bytes()?).map_err(io)?;
+    let bytes = gz.finish().map_err(io)?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(io)?;
     }
@@ -96,6 +108,17 @@ pub fn load_model(path: &Path) -> Result<(ModelHeader, Box<dyn Learner>), CostEr
             header.feature_version, header.feature_len
         )));
     }
-    let learner = learner_from_bytes(&header.learner, &bytes[newline + 1..])?;
+    let payload = &bytes[newline + 1..];
+    let learner = match header.compression.as_deref() {
+        None => learner_from_bytes(&header.learner, payload)?,
+        Some("gzip") => {
+            let mut plain = Vec::new();
+            GzDecoder::new(payload)
+                .read_to_end(&mut plain)
+                .map_err(|e| bad(format!("its model does not decompress ({e})")))?;
+            learner_from_bytes(&header.learner, &plain)?
+        }
+        Some(other) => return Err(bad(format!("unknown compression '{other}'"))),
+    };
     Ok((header, learner))
 }

@@ -33,4 +33,4 @@ pub use records::{Skipped, WorkloadRows, workload_rows};
 pub use registry::DEFAULT_LEARNER;
 pub use registry::{learner_from_bytes, learner_names, new_learner};
 #[cfg(feature = "xgboost")]
-pub use xgb::{XgbConfig, XgbLearner, XgbObjective};
+pub use xgb::{XgbConfig, XgbLearner, XgbObjective, XgbTreeMethod};

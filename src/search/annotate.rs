@@ -31,11 +31,12 @@ pub struct Decisions {
 
 /// Random decisions for `sketch`.
 pub fn random_decisions<R: Rng>(sketch: &Sketch, rng: &mut R) -> Decisions {
-    let tiles = sketch
+    let mut tiles: Vec<Vec<i64>> = sketch
         .tiles()
         .into_iter()
         .map(|(extent, parts)| sample_factors(extent, parts, rng))
         .collect();
+    resample_follow_factors(sketch, &mut tiles, rng, true);
     let n = sketch.sites.len();
     Decisions {
         tiles,
@@ -64,6 +65,28 @@ pub fn random_decisions<R: Rng>(sketch: &Sketch, rng: &mut R) -> Decisions {
                 }
             })
             .collect(),
+    }
+}
+
+/// The number of consumer tiles per extent, given the tile a consumer follows.
+fn blocks(extent: i64, tile: &[i64]) -> i64 {
+    let t: i64 = tile.iter().product::<i64>().max(1);
+    (extent + t - 1) / t
+}
+
+/// Samples the free factor of each follow split within what its tile leaves
+/// (all of them, or with `all == false` only those that no longer fit).
+pub(crate) fn resample_follow_factors<R: Rng>(
+    sketch: &Sketch,
+    tiles: &mut [Vec<i64>],
+    rng: &mut R,
+    all: bool,
+) {
+    for (outer, tile, extent) in sketch.follow_links() {
+        let room = blocks(extent, &tiles[tile]);
+        if all || tiles[outer].first().is_none_or(|&h| h > room) {
+            tiles[outer] = sample_factors(room, 1, rng);
+        }
     }
 }
 
@@ -113,14 +136,35 @@ pub fn materialize(
                     factors: decisions.tiles[tile - 1].clone(),
                 }
             }
+            SketchStep::Factor { .. } => {
+                tile += 1;
+                continue;
+            }
             SketchStep::Follow {
                 stage,
                 iter,
                 tile: t,
+                outer,
             } => Step::Split {
                 stage: stage.clone(),
                 iter: iter.clone(),
-                factors: vec![decisions.tiles.get(*t).map_or(1, |f| f.iter().product())],
+                factors: {
+                    let tile = decisions.tiles.get(*t).cloned().unwrap_or_default();
+                    let extent = sketch
+                        .follow_links()
+                        .iter()
+                        .find(|l| l.0 == *outer)
+                        .map_or(1, |l| l.2);
+                    let free = decisions
+                        .tiles
+                        .get(*outer)
+                        .and_then(|f| f.first().copied())
+                        .unwrap_or(1);
+                    vec![
+                        free.clamp(1, blocks(extent, &tile)),
+                        tile.iter().product::<i64>().max(1),
+                    ]
+                },
             },
         };
         apply(&mut state, step, sketch)?;

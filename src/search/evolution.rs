@@ -13,7 +13,9 @@ use crate::cost::{CostError, CostModel};
 use crate::measure::Task;
 use crate::schedule::{State, Step};
 
-use super::annotate::{Decisions, UNROLL_CHOICES, materialize, random_decisions};
+use super::annotate::{
+    Decisions, UNROLL_CHOICES, materialize, random_decisions, resample_follow_factors,
+};
 use super::factor::mutate_factors;
 use super::sketch::Sketch;
 
@@ -148,7 +150,16 @@ impl SearchPolicy {
         let roll: f64 = self.rng.random_range(0.0..1.0);
         if roll < 0.6 && !tiles.is_empty() {
             let t = self.rng.random_range(0..tiles.len());
-            d.tiles[t] = mutate_factors(tiles[t].0, &d.tiles[t], &mut self.rng);
+            let room = sketch
+                .follow_links()
+                .iter()
+                .find(|(outer, _, _)| *outer == t)
+                .map(|(_, tile, extent)| {
+                    let product: i64 = d.tiles[*tile].iter().product::<i64>().max(1);
+                    (extent + product - 1) / product
+                });
+            d.tiles[t] = mutate_factors(room.unwrap_or(tiles[t].0), &d.tiles[t], &mut self.rng);
+            resample_follow_factors(sketch, &mut d.tiles, &mut self.rng, false);
         } else if !d.parallel.is_empty() {
             let s = self.rng.random_range(0..d.parallel.len());
             let site = &sketch.sites[s];

@@ -10,11 +10,25 @@ use super::sketch::{Sketch, SketchStep};
 
 /// The decisions of `sketch` that `steps` were made from, if any.
 fn infer(sketch: &Sketch, steps: &[Step]) -> Option<Decisions> {
-    if steps.len() < sketch.steps.len() {
+    let templates = sketch
+        .steps
+        .iter()
+        .filter(|s| !matches!(s, SketchStep::Factor { .. }))
+        .count();
+    if steps.len() < templates {
         return None;
     }
-    let mut tiles = Vec::new();
-    for (template, step) in sketch.steps.iter().zip(steps) {
+    // Slots in sketch order; a factor slot is filled by the Follow that uses it.
+    let mut tiles: Vec<Vec<i64>> = sketch.tiles().iter().map(|_| Vec::new()).collect();
+    let mut slot = 0;
+    let mut template_steps = sketch.steps.iter();
+    for step in &steps[..templates] {
+        let template = loop {
+            match template_steps.next()? {
+                SketchStep::Factor { .. } => slot += 1,
+                t => break t,
+            }
+        };
         match (template, step) {
             (SketchStep::Fixed(s), t) if s == t => {}
             (
@@ -27,18 +41,25 @@ fn infer(sketch: &Sketch, steps: &[Step]) -> Option<Decisions> {
                     factors,
                 },
             ) if stage == s && iter == i && factors.len() == *parts => {
-                tiles.push(factors.clone());
+                tiles[slot] = factors.clone();
+                slot += 1;
             }
             (
-                SketchStep::Follow { stage, iter, .. },
-                Step::Split {
-                    stage: s, iter: i, ..
+                SketchStep::Follow {
+                    stage, iter, outer, ..
                 },
-            ) if stage == s && iter == i => {}
+                Step::Split {
+                    stage: s,
+                    iter: i,
+                    factors,
+                },
+            ) if stage == s && iter == i && factors.len() == 2 => {
+                *tiles.get_mut(*outer)? = vec![factors[0]];
+            }
             _ => return None,
         }
     }
-    let rest = &steps[sketch.steps.len()..];
+    let rest = &steps[templates..];
     let n = sketch.sites.len();
     let mut decisions = Decisions {
         tiles,

@@ -1,16 +1,26 @@
 //! The auto-scheduler: sketches (structure), annotation (numbers), an
 //! evolutionary search guided by a cost model, and the tuning loop that
-//! measures, records and learns.
+//! measures, records and learns; the task scheduler that shares one budget
+//! among the workloads of a suite, and tuning-curve plots.
 
 pub mod annotate;
 pub mod evolution;
 pub mod factor;
 mod infer;
+pub mod plot;
+pub mod scheduler;
 pub mod sketch;
+pub mod suite;
 pub mod tuner;
 
 pub use annotate::{Decisions, MaterializeError, materialize, random_decisions};
 pub use evolution::{Candidate, SearchOptions, SearchPolicy, steps_key};
 pub use infer::infer_candidate;
+pub use plot::{PlotError, plot_curves, plot_normalised_curves};
+pub use scheduler::{
+    SchedulerParams, SuiteOptions, SuiteProgress, SuiteReport, SuiteTaskReport, TaskHistory,
+    tune_suite,
+};
 pub use sketch::{AnnotationSite, Sketch, SketchStep, generate_sketches};
+pub use suite::{Suite, SuiteError, SuiteTask, SuiteWorkload};
 pub use tuner::{CurvePoint, TaskTuner, TuneError, TuneOptions, TuneReport, tune};

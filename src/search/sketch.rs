@@ -46,8 +46,16 @@ pub enum SketchStep {
         /// Inner factors to sample.
         parts: usize,
     },
-    /// Split `iter` of `stage` by one factor: the product of the factors of
-    /// the `tile`-th [`SketchStep::Tile`] (a consumer matching its producer).
+    /// A sampled factor that no split of its own uses (a [`SketchStep::Follow`]
+    /// takes it); `extent` bounds it.
+    Factor {
+        /// The extent the factor divides.
+        extent: i64,
+    },
+    /// Split `iter` of `stage` by two factors: the `outer`-th tile's one
+    /// factor (a [`SketchStep::Factor`]), then the product of the factors
+    /// of the `tile`-th tile — a consumer whose inner loops cover exactly
+    /// one tile of its producer, and whose middle loops block for the cache.
     Follow {
         /// The stage.
         stage: String,
@@ -55,6 +63,8 @@ pub enum SketchStep {
         iter: String,
         /// Index of the tile followed, among the sketch's tiles.
         tile: usize,
+        /// Index of the free factor, among the sketch's tiles.
+        outer: usize,
     },
 }
 
@@ -83,12 +93,31 @@ pub struct Sketch {
 }
 
 impl Sketch {
-    /// The tile steps, in order (annotation samples one factor list each).
+    /// The tile and factor steps, in order: (extent, factors) of each
+    /// (annotation samples one factor list each).
     pub fn tiles(&self) -> Vec<(i64, usize)> {
         self.steps
             .iter()
             .filter_map(|s| match s {
                 SketchStep::Tile { extent, parts, .. } => Some((*extent, *parts)),
+                SketchStep::Factor { extent } => Some((*extent, 1)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl Sketch {
+    /// For each [`SketchStep::Follow`]: (its free factor's slot, the slot of
+    /// the tile it follows, the loop extent), slots indexing [`Sketch::tiles`].
+    pub fn follow_links(&self) -> Vec<(usize, usize, i64)> {
+        let extents = self.tiles();
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                SketchStep::Follow { tile, outer, .. } => {
+                    Some((*outer, *tile, extents.get(*outer).map_or(1, |e| e.0)))
+                }
                 _ => None,
             })
             .collect()
@@ -123,18 +152,33 @@ fn has_select(op: &ComputeOp) -> bool {
         .any(&mut |e| matches!(e.kind(), ExprKind::Select { .. }))
 }
 
+/// Whether the indices `idx` ignore one of `op`'s spatial axes (of extent
+/// > 1): every element read is then reused across that axis.
+fn misses_an_axis(op: &ComputeOp, idx: &[crate::te::Expr]) -> bool {
+    op.axes.iter().filter(|a| a.extent() > 1).any(|axis| {
+        !idx.iter()
+            .any(|i| i.any(&mut |e| matches!(e.kind(), ExprKind::Var(v) if v.id() == axis.id())))
+    })
+}
+
 /// A reduction some of whose reads ignore an output axis: tiling reuses them.
 fn has_data_reuse(op: &ComputeOp) -> bool {
-    if op.reduction().is_none() {
-        return false;
+    op.reduction().is_some() && reads_of(op).iter().any(|(_, idx)| misses_an_axis(op, idx))
+}
+
+/// Inputs (placeholders) that `op` reads at indices missing one of its
+/// spatial axes: each element is reused, so packing them pays.
+fn packable_inputs(op: &ComputeOp) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (t, idx) in reads_of(op) {
+        if t.compute_op().is_none()
+            && misses_an_axis(op, &idx)
+            && !out.iter().any(|n| n == t.name())
+        {
+            out.push(t.name().to_string());
+        }
     }
-    reads_of(op).iter().any(|(_, idx)| {
-        op.axes.iter().filter(|a| a.extent() > 1).any(|axis| {
-            !idx.iter().any(|i| {
-                i.any(&mut |e| matches!(e.kind(), ExprKind::Var(v) if v.id() == axis.id()))
-            })
-        })
-    })
+    out
 }
 
 /// Reads `producer` at exactly its own axes, in order (an elementwise use).
@@ -217,47 +261,57 @@ fn tile_ssrsrs(
     }));
 }
 
-/// `consumer` split to match `producer`'s tiles (whose indices among the
-/// sketch's tiles start at `first_tile`), and `producer` computed inside the
-/// consumer's last outer tile loop.
+/// `consumer` split in three levels per axis — outer, a sampled cache
+/// block, then exactly one tile of `producer` (whose tiles are the
+/// sketch's tiles from `first_tile` on, one per axis of extent > 1) — and
+/// `producer` computed inside the consumer's last middle loop. Returns the
+/// consumer's last outer loop (where packed operands are computed).
 fn fuse_into(
     producer: &str,
     consumer: &str,
     spatial: &[(String, i64)],
     first_tile: usize,
     steps: &mut Vec<SketchStep>,
-) {
-    let mut outer = Vec::new();
-    let mut inner = Vec::new();
+) -> Option<String> {
+    let slots = |steps: &Vec<SketchStep>| {
+        steps
+            .iter()
+            .filter(|s| matches!(s, SketchStep::Tile { .. } | SketchStep::Factor { .. }))
+            .count()
+    };
+    let mut levels: Vec<Vec<String>> = vec![Vec::new(); 3];
     let mut tile = first_tile;
     for (name, extent) in spatial {
         if *extent == 1 {
-            outer.push(name.clone());
+            levels[0].push(name.clone());
             continue;
         }
+        let outer = slots(steps);
+        steps.push(SketchStep::Factor { extent: *extent });
         steps.push(SketchStep::Follow {
             stage: consumer.into(),
             iter: name.clone(),
             tile,
+            outer,
         });
         tile += 1;
-        outer.push(format!("{name}.0"));
-        inner.push(format!("{name}.1"));
+        for (level, names) in levels.iter_mut().enumerate() {
+            names.push(format!("{name}.{level}"));
+        }
     }
-    let Some(last_outer) = outer.last().cloned() else {
-        return;
+    let (Some(outer), Some(attach)) = (levels[0].last().cloned(), levels[1].last().cloned()) else {
+        return None;
     };
-    let mut order = outer;
-    order.extend(inner);
     steps.push(SketchStep::Fixed(Step::Reorder {
         stage: consumer.into(),
-        order,
+        order: levels.into_iter().flatten().collect(),
     }));
     steps.push(SketchStep::Fixed(Step::ComputeAt {
         stage: producer.into(),
         target: consumer.into(),
-        iter: last_outer,
+        iter: attach,
     }));
+    Some(outer)
 }
 
 fn site(stage: &str, parallel: bool, vectorize: bool, unroll: bool) -> AnnotationSite {
@@ -387,7 +441,7 @@ pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
             if let Some(consumer) = fusible {
                 let mut steps = Vec::new();
                 tile_ssrsrs(&s.name, &spatial, &reduce, &mut steps);
-                fuse_into(&s.name, &consumer, &spatial, 0, &mut steps);
+                let _ = fuse_into(&s.name, &consumer, &spatial, 0, &mut steps);
                 fused_consumers.push(consumer.clone());
                 variants.push((
                     format!("{}:tile+fuse({consumer})", s.name),
@@ -403,15 +457,35 @@ pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
                     stage: s.name.clone(),
                 })];
                 tile_ssrsrs(&local, &spatial, &reduce, &mut steps);
-                fuse_into(&local, &s.name, &spatial, 0, &mut steps);
-                variants.push((
-                    format!("{}:tile+cache_write", s.name),
-                    steps,
-                    vec![
-                        site(&s.name, true, true, false),
-                        site(&local, false, true, true),
-                    ],
-                ));
+                let outer = fuse_into(&local, &s.name, &spatial, 0, &mut steps);
+                let sites = vec![
+                    site(&s.name, true, true, false),
+                    site(&local, false, true, true),
+                ];
+                // Packing: an input the tile reuses is copied, per outer
+                // block, into a local buffer read contiguously by the tile.
+                for input in packable_inputs(&s.op) {
+                    let Some(outer) = &outer else { break };
+                    let packed = format!("{input}.local");
+                    let mut packing = steps.clone();
+                    packing.push(SketchStep::Fixed(Step::CacheRead {
+                        stage: input.clone(),
+                        readers: vec![local.clone()],
+                    }));
+                    packing.push(SketchStep::Fixed(Step::ComputeAt {
+                        stage: packed.clone(),
+                        target: s.name.clone(),
+                        iter: outer.clone(),
+                    }));
+                    let mut packing_sites = sites.clone();
+                    packing_sites.push(site(&packed, false, true, false));
+                    variants.push((
+                        format!("{}:tile+cache_write+pack({input})", s.name),
+                        packing,
+                        packing_sites,
+                    ));
+                }
+                variants.push((format!("{}:tile+cache_write", s.name), steps, sites));
                 let mut steps = Vec::new();
                 tile_ssrsrs(&s.name, &spatial, &reduce, &mut steps);
                 variants.push((
@@ -501,7 +575,23 @@ fn combine(per_stage: Vec<Vec<Variant>>) -> Vec<Sketch> {
                     s.name.push(' ');
                 }
                 s.name.push_str(name);
-                s.steps.extend(steps.iter().cloned());
+                // Tile indices are the variant's own; shift them past the
+                // tiles already in the sketch.
+                let offset = s.tiles().len();
+                s.steps.extend(steps.iter().map(|step| match step {
+                    SketchStep::Follow {
+                        stage,
+                        iter,
+                        tile,
+                        outer,
+                    } => SketchStep::Follow {
+                        stage: stage.clone(),
+                        iter: iter.clone(),
+                        tile: tile + offset,
+                        outer: outer + offset,
+                    },
+                    other => other.clone(),
+                }));
                 s.sites.extend(sites.iter().cloned());
                 next.push(s);
             }

@@ -178,7 +178,8 @@ impl TaskTuner {
                 tuner.default_cost = tuner.default_cost.or(cost);
             }
             tuner.consider(cost, &r.steps);
-            if let Some(candidate) = infer_candidate(task.dag(), tuner.policy.sketches(), &r.steps) {
+            if let Some(candidate) = infer_candidate(task.dag(), tuner.policy.sketches(), &r.steps)
+            {
                 tuner.policy.add_measured(candidate, cost);
             }
             states.push(state);
@@ -226,7 +227,11 @@ impl TaskTuner {
     }
 
     /// Measures (and records) the default schedule unless it is known.
-    pub fn measure_default(&mut self, measurer: &mut Measurer, db: Option<&mut TuningDb>) -> Result<(), TuneError> {
+    pub fn measure_default(
+        &mut self,
+        measurer: &mut Measurer,
+        db: Option<&mut TuningDb>,
+    ) -> Result<(), TuneError> {
         if self.default_cost.is_some() {
             return Ok(());
         }
@@ -258,7 +263,8 @@ impl TaskTuner {
         let states: Vec<State> = batch.iter().map(|c| c.state.clone()).collect();
         let results: Vec<MeasureResult> = measurer.measure(&self.task, &states)?;
         if let Some(db) = db {
-            let rows: Vec<(&[Step], &MeasureResult)> = states.iter().map(State::steps).zip(&results).collect();
+            let rows: Vec<(&[Step], &MeasureResult)> =
+                states.iter().map(State::steps).zip(&results).collect();
             db.record_batch(&self.task, host_device(), &rows)?;
         }
         model.update(&self.task, &states, &results)?;
@@ -267,7 +273,11 @@ impl TaskTuner {
         let mut improved = false;
         for (candidate, result) in batch.into_iter().zip(&results) {
             if !result.is_ok() {
-                match self.errors.iter_mut().find(|(k, _)| k == result.error_kind.name()) {
+                match self
+                    .errors
+                    .iter_mut()
+                    .find(|(k, _)| k == result.error_kind.name())
+                {
                     Some((_, count)) => *count += 1,
                     None => self.errors.push((result.error_kind.name().to_string(), 1)),
                 }
@@ -276,7 +286,11 @@ impl TaskTuner {
             improved |= self.consider(cost, candidate.state.steps());
             self.policy.add_measured(candidate, cost);
         }
-        self.since_improvement = if improved { 0 } else { self.since_improvement + measured };
+        self.since_improvement = if improved {
+            0
+        } else {
+            self.since_improvement + measured
+        };
         self.curve.push(CurvePoint {
             trials: self.trials,
             secs: self.start.elapsed().as_secs_f64(),
@@ -299,7 +313,11 @@ impl TaskTuner {
             device_key: host_device().key().to_string(),
             default_gflops: self.default_cost.map(|c| gflops(&self.task, c)),
             best_gflops: self.best_cost().map(|c| gflops(&self.task, c)),
-            best_steps: self.best.as_ref().map(|(_, s)| s.clone()).unwrap_or_default(),
+            best_steps: self
+                .best
+                .as_ref()
+                .map(|(_, s)| s.clone())
+                .unwrap_or_default(),
             trials: self.trials,
             prior_records: self.prior,
             wall_s,
@@ -331,13 +349,19 @@ pub fn tune(
             stopped_early = true;
             break;
         }
-        let n = options.batch_size.max(1).min(options.trials - tuner.trials());
+        let n = options
+            .batch_size
+            .max(1)
+            .min(options.trials - tuner.trials());
         if tuner.round(measurer, db.as_deref_mut(), model, n)? == 0 {
             stopped_early = true;
             break;
         }
         progress(tuner.trials(), options.trials, tuner.best_gflops());
-        if options.early_stopping.is_some_and(|limit| tuner.since_improvement() >= limit) {
+        if options
+            .early_stopping
+            .is_some_and(|limit| tuner.since_improvement() >= limit)
+        {
             stopped_early = true;
             break;
         }

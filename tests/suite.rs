@@ -1,0 +1,243 @@
+//! `tessera tune --suite`: the task scheduler over a suite file, its JSON
+//! summary and plot, and the errors for bad suite files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tessera-suite-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("written");
+    path.display().to_string()
+}
+
+/// Small and fast: tiny shapes, one worker, one short timed repeat, a small search.
+const FAST: &[&str] = &[
+    "--workers",
+    "1",
+    "--min-repeat-ms",
+    "1",
+    "--repeat",
+    "1",
+    "--population",
+    "16",
+    "--generations",
+    "1",
+    "--model",
+    "random",
+];
+
+#[test]
+fn a_suite_shares_the_budget_and_plots_every_task() {
+    let dir = temp_dir("run");
+    let suite = write(
+        &dir,
+        "tiny.json",
+        r#"{"name": "tiny", "workloads": [
+            {"label": "mm", "op": "matmul", "shape": "M=4,N=4,K=4"},
+            {"label": "act", "op": "relu", "shape": "M=4,N=8", "weight": 2}
+        ]}"#,
+    );
+    let db = dir.join("t.db").display().to_string();
+    let plot = dir.join("curves.svg");
+    let plot_arg = plot.display().to_string();
+    let mut args = vec![
+        "tune",
+        "--suite",
+        &suite,
+        "--trials",
+        "8",
+        "--batch-size",
+        "2",
+        "--db",
+        &db,
+        "--json",
+        "--plot",
+        &plot_arg,
+    ];
+    args.extend_from_slice(FAST);
+    let out = tessera(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let tasks = report["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0]["label"], "mm");
+    assert_eq!(tasks[1]["label"], "act");
+    assert_eq!(tasks[1]["weight"], 2.0);
+    let trials: u64 = tasks
+        .iter()
+        .map(|t| t["trials"].as_u64().expect("trials"))
+        .sum();
+    assert!((2..=8).contains(&trials), "{trials} trials");
+    assert_eq!(report["trials"].as_u64(), Some(trials));
+    for t in tasks {
+        assert!(t["rounds"].as_u64().expect("rounds") >= 1, "{t}");
+        assert!(t["default_gflops"].as_f64().expect("default measured") > 0.0);
+        assert!(t["best_gflops"].as_f64() >= t["default_gflops"].as_f64());
+        assert!(t["workload_key"].as_str().expect("key").contains('#'));
+    }
+    let allocation: Vec<u64> = report["allocation"]
+        .as_array()
+        .expect("allocation")
+        .iter()
+        .map(|v| v.as_u64().expect("index"))
+        .collect();
+    assert_eq!(allocation[..2], [0, 1], "round-robin warm-up first");
+    assert_eq!(report["per_round"], 2);
+    assert_eq!(report["suite"], "tiny");
+    assert!(report["best_latency_s"].as_f64().expect("latency") > 0.0);
+    let svg = std::fs::read_to_string(&plot).expect("the plot is written");
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for label in ["mm", "act"] {
+        assert!(
+            svg.lines().any(|l| l.trim() == label),
+            "legend entry {label}"
+        );
+    }
+    assert!(Path::new(&db).exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_single_task_plots_its_curve_and_prints_the_plot() {
+    let dir = temp_dir("one");
+    let db = dir.join("t.db").display().to_string();
+    let plot = dir.join("one.svg").display().to_string();
+    let mut args = vec![
+        "tune",
+        "relu",
+        "--shape",
+        "M=4,N=4",
+        "--trials",
+        "2",
+        "--batch-size",
+        "2",
+        "--db",
+        &db,
+        "--plot",
+        &plot,
+    ];
+    args.extend_from_slice(FAST);
+    let out = tessera(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("plot      {plot}")), "{text}");
+    let svg = std::fs::read_to_string(&plot).expect("written");
+    assert!(svg.contains("relu[M=4,N=4,f32]") && svg.contains("best GFLOP/s"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Exit code 2, nothing on stdout, one line on stderr containing `parts`.
+fn assert_rejected(args: &[&str], parts: &[&str]) {
+    let out = tessera(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    let err = stderr(&out);
+    for part in parts {
+        assert!(err.contains(part), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn bad_suites_and_options_are_rejected_naming_the_entry() {
+    let dir = temp_dir("bad");
+    let db = dir.join("t.db").display().to_string();
+    let bad_op = write(
+        &dir,
+        "bad.json",
+        r#"{"name": "bad", "workloads": [{"label": "a", "op": "relu"}, {"label": "b", "op": "convolve"}]}"#,
+    );
+    let args = ["tune", "--suite", &bad_op, "--db", &db];
+    assert_rejected(
+        &args,
+        &[
+            "error: suite",
+            "bad.json",
+            "workload #2 'b'",
+            "unknown op 'convolve'",
+        ],
+    );
+    assert_eq!(stderr(&tessera(&args)).lines().count(), 1, "one line");
+    let bad_weight = write(
+        &dir,
+        "weight.json",
+        r#"{"name": "w", "workloads": [{"label": "a", "op": "relu", "weight": 0}]}"#,
+    );
+    assert_rejected(
+        &["tune", "--suite", &bad_weight, "--db", &db],
+        &["workload #1 'a'", "weight 0"],
+    );
+    let dup = write(
+        &dir,
+        "dup.json",
+        r#"{"name": "d", "workloads": [{"label": "a", "op": "relu"}, {"label": "a", "op": "gelu", "shape": "M=0"}]}"#,
+    );
+    assert_rejected(
+        &["tune", "--suite", &dup, "--db", &db],
+        &["workload #2 'a'", "duplicate label"],
+    );
+    let bad_shape = write(
+        &dir,
+        "shape.json",
+        r#"{"name": "s", "workloads": [{"label": "g", "op": "group_conv2d", "shape": "C=6,K=8,groups=4"}]}"#,
+    );
+    assert_rejected(
+        &["tune", "--suite", &bad_shape, "--db", &db],
+        &["workload #1 'g'", "groups=4 must divide"],
+    );
+    let not_json = write(&dir, "broken.json", "{\"name\": \"x\",\n \"workloads\": [}");
+    assert_rejected(
+        &["tune", "--suite", &not_json, "--db", &db],
+        &["broken.json", "line 2"],
+    );
+    assert_rejected(
+        &["tune", "--suite", "/nonexistent/s.json"],
+        &["cannot read suite /nonexistent/s.json"],
+    );
+    let two = write(
+        &dir,
+        "two.json",
+        r#"{"name": "two", "workloads": [{"label": "a", "op": "relu"}, {"label": "b", "op": "gelu"}]}"#,
+    );
+    assert_rejected(
+        &["tune", "--suite", &two, "--trials", "1", "--db", &db],
+        &["--trials 1 is less than the 2 workloads"],
+    );
+    assert_rejected(
+        &[
+            "tune",
+            "--suite",
+            &two,
+            "--plot",
+            "/nonexistent/x.svg",
+            "--db",
+            &db,
+        ],
+        &["--plot"],
+    );
+    // --suite replaces the op and its shape; one of the two is required.
+    assert_rejected(&["tune", "relu", "--suite", &two], &["cannot be used with"]);
+    assert_rejected(
+        &["tune", "--suite", &two, "--shape", "M=4"],
+        &["cannot be used with"],
+    );
+    assert_rejected(&["tune"], &["required"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
