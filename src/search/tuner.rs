@@ -64,7 +64,7 @@ pub enum TuneError {
 }
 
 /// One point of the tuning curve.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CurvePoint {
     /// Candidates measured so far in this run.
     pub trials: usize,
