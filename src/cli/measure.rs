@@ -84,7 +84,8 @@ pub(crate) struct MeasureArgs {
     batch_size: usize,
 }
 
-fn seconds(name: &str, value: f64) -> Result<Duration, CliError> {
+/// `value` seconds, which must be positive (`--name` in the message).
+pub(crate) fn seconds(name: &str, value: f64) -> Result<Duration, CliError> {
     Duration::try_from_secs_f64(value)
         .ok()
         .filter(|d| !d.is_zero())

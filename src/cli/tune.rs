@@ -117,15 +117,7 @@ pub(crate) fn tune_command(args: &TuneArgs) -> Result<String, CliError> {
 }
 
 fn check_options(args: &TuneArgs) -> Result<Duration, CliError> {
-    let timeout = Duration::try_from_secs_f64(args.timeout)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            CliError::Usage(format!(
-                "--timeout must be a positive number of seconds, not {}",
-                args.timeout
-            ))
-        })?;
+    let timeout = super::measure::seconds("timeout", args.timeout)?;
     if args.trials == 0 || args.batch_size == 0 || args.population == 0 {
         return Err(CliError::Usage(
             "--trials, --batch-size and --population must be at least 1".into(),

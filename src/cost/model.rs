@@ -197,10 +197,13 @@ impl CostModel for LearnedModel {
             Some(p) if !self.trained || self.own_records(task) < MIN_RECORDS_OF_OWN => p.as_ref(),
             _ => self.learner.as_ref(),
         };
-        let dense: Vec<f32> = rows
-            .iter()
-            .flat_map(|r| r.clone().unwrap_or_else(|| vec![0.0; FEATURE_LEN]))
-            .collect();
+        let mut dense: Vec<f32> = Vec::with_capacity(rows.len() * FEATURE_LEN);
+        for row in &rows {
+            match row {
+                Some(r) => dense.extend_from_slice(r),
+                None => dense.resize(dense.len() + FEATURE_LEN, 0.0),
+            }
+        }
         let scores = if self.trained || self.pretrained.is_some() {
             learner.predict(&dense, FEATURE_LEN)?
         } else {

@@ -142,14 +142,9 @@ fn relative_error(g: f64, w: f64) -> f64 {
     (g - w).abs() / w.abs().max(1.0)
 }
 
-fn unflatten(mut flat: usize, shape: &[usize]) -> Vec<i64> {
-    let mut index = vec![0i64; shape.len()];
-    for d in (0..shape.len()).rev() {
-        let extent = shape[d].max(1);
-        index[d] = (flat % extent) as i64;
-        flat /= extent;
-    }
-    index
+fn unflatten(flat: usize, shape: &[usize]) -> Vec<i64> {
+    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    te::unflatten(flat, &dims)
 }
 
 /// Splits the concatenated raw outputs of a run into host tensors.

@@ -69,7 +69,7 @@ pub fn random_decisions<R: Rng>(sketch: &Sketch, rng: &mut R) -> Decisions {
 }
 
 /// The number of consumer tiles per extent, given the tile a consumer follows.
-fn blocks(extent: i64, tile: &[i64]) -> i64 {
+pub(crate) fn blocks(extent: i64, tile: &[i64]) -> i64 {
     let t: i64 = tile.iter().product::<i64>().max(1);
     (extent + t - 1) / t
 }
@@ -123,6 +123,7 @@ pub fn materialize(
     {
         return Err(fail("decisions for another sketch".into()));
     }
+    let extents = sketch.tiles();
     let mut state = State::new(dag);
     let mut tile = 0;
     for step in &sketch.steps {
@@ -150,11 +151,7 @@ pub fn materialize(
                 iter: iter.clone(),
                 factors: {
                     let tile = decisions.tiles.get(*t).cloned().unwrap_or_default();
-                    let extent = sketch
-                        .follow_links()
-                        .iter()
-                        .find(|l| l.0 == *outer)
-                        .map_or(1, |l| l.2);
+                    let extent = extents.get(*outer).map_or(1, |e| e.0);
                     let free = decisions
                         .tiles
                         .get(*outer)

@@ -14,7 +14,7 @@ use crate::measure::Task;
 use crate::schedule::{State, Step};
 
 use super::annotate::{
-    Decisions, UNROLL_CHOICES, materialize, random_decisions, resample_follow_factors,
+    Decisions, UNROLL_CHOICES, blocks, materialize, random_decisions, resample_follow_factors,
 };
 use super::factor::mutate_factors;
 use super::sketch::Sketch;
@@ -56,6 +56,21 @@ pub struct Candidate {
     pub decisions: Decisions,
     /// The schedule they make.
     pub state: State,
+    /// [`steps_key`] of the schedule's steps.
+    pub key: u64,
+}
+
+impl Candidate {
+    /// A candidate, its key computed once.
+    pub fn new(sketch: usize, decisions: Decisions, state: State) -> Candidate {
+        let key = steps_key(state.steps());
+        Candidate {
+            sketch,
+            decisions,
+            state,
+            key,
+        }
+    }
 }
 
 /// A stable fingerprint of a step list (no candidate is measured twice).
@@ -111,7 +126,7 @@ impl SearchPolicy {
 
     /// Remembers a measured candidate's cost (seeds later populations).
     pub fn add_measured(&mut self, candidate: Candidate, cost: Option<f64>) {
-        self.mark_measured(candidate.state.steps());
+        self.measured.insert(candidate.key);
         if let Some(c) = cost {
             self.elite.push((c, candidate));
             self.elite.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -121,11 +136,7 @@ impl SearchPolicy {
 
     fn make(&self, sketch: usize, decisions: Decisions) -> Option<Candidate> {
         let state = materialize(self.task.dag(), &self.sketches[sketch], &decisions).ok()?;
-        Some(Candidate {
-            sketch,
-            decisions,
-            state,
-        })
+        Some(Candidate::new(sketch, decisions, state))
     }
 
     /// A random annotated sketch (sketches taken in turn).
@@ -154,10 +165,7 @@ impl SearchPolicy {
                 .follow_links()
                 .iter()
                 .find(|(outer, _, _)| *outer == t)
-                .map(|(_, tile, extent)| {
-                    let product: i64 = d.tiles[*tile].iter().product::<i64>().max(1);
-                    (extent + product - 1) / product
-                });
+                .map(|(_, tile, extent)| blocks(*extent, &d.tiles[*tile]));
             d.tiles[t] = mutate_factors(room.unwrap_or(tiles[t].0), &d.tiles[t], &mut self.rng);
             resample_follow_factors(sketch, &mut d.tiles, &mut self.rng, false);
         } else if !d.parallel.is_empty() {
@@ -227,7 +235,7 @@ impl SearchPolicy {
             let states: Vec<State> = population.iter().map(|c| c.state.clone()).collect();
             let scores = model.predict(&self.task, &states)?;
             for (c, &s) in population.iter().zip(&scores) {
-                let key = steps_key(c.state.steps());
+                let key = c.key;
                 if !self.measured.contains(&key) && seen.insert(key) {
                     pool.push((s, c.clone()));
                 }
@@ -270,7 +278,7 @@ impl SearchPolicy {
             if batch.len() + random_share >= n {
                 break;
             }
-            if chosen.insert(steps_key(c.state.steps())) {
+            if chosen.insert(c.key) {
                 batch.push(c);
             }
         }
@@ -280,13 +288,13 @@ impl SearchPolicy {
             let Some(c) = self.random_candidate() else {
                 break;
             };
-            let key = steps_key(c.state.steps());
+            let key = c.key;
             if !self.measured.contains(&key) && chosen.insert(key) {
                 batch.push(c);
             }
         }
         for c in &batch {
-            self.measured.insert(steps_key(c.state.steps()));
+            self.measured.insert(c.key);
         }
         Ok(batch)
     }

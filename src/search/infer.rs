@@ -101,10 +101,6 @@ pub fn infer_candidate(dag: &ComputeDag, sketches: &[Sketch], steps: &[Step]) ->
     sketches.iter().enumerate().find_map(|(i, sketch)| {
         let decisions = infer(sketch, steps)?;
         let state = materialize(dag, sketch, &decisions).ok()?;
-        (state.steps() == steps).then_some(Candidate {
-            sketch: i,
-            decisions,
-            state,
-        })
+        (state.steps() == steps).then(|| Candidate::new(i, decisions, state))
     })
 }

@@ -33,5 +33,5 @@ pub use expr::{
 };
 pub use host_tensor::{HostData, HostTensor, LengthMismatch};
 pub use interp::{InterpError, evaluate, evaluate_all};
-pub use point_eval::evaluate_points;
+pub use point_eval::{evaluate_points, unflatten};
 pub use tensor::{ComputeOp, Tensor, TensorOp, compute, placeholder, reduce_axis};

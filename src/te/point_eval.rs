@@ -68,7 +68,8 @@ impl ElementSource for OnDemand<'_> {
     }
 }
 
-fn unflatten(mut flat: usize, shape: &[i64]) -> Vec<i64> {
+/// The row-major index of element `flat` of a tensor of `shape`.
+pub fn unflatten(mut flat: usize, shape: &[i64]) -> Vec<i64> {
     let mut index = vec![0i64; shape.len()];
     for d in (0..shape.len()).rev() {
         let extent = shape[d].max(1) as usize;
