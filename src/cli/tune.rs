@@ -55,6 +55,9 @@ pub(crate) struct TuneArgs {
     /// (default: cost_model/pretrained.model when it exists).
     #[arg(long)]
     pretrained: Option<PathBuf>,
+    /// Start from an untrained model even when a pretrained file exists.
+    #[arg(long, conflicts_with = "pretrained")]
+    no_pretrained: bool,
     /// Threads the kernel may use (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -76,6 +79,10 @@ pub(crate) struct TuneArgs {
     /// Fraction of each batch chosen at random.
     #[arg(long, default_value_t = SearchOptions::default().eps_greedy)]
     eps_greedy: f64,
+    /// Most of each batch given to the best predicted candidate of each
+    /// sketch the cost model's top picks left out.
+    #[arg(long, default_value_t = SearchOptions::default().sketch_share)]
+    sketch_share: f64,
     /// Stop after this many trials without improvement (with --suite: per workload).
     #[arg(long)]
     early_stopping: Option<usize>,
@@ -98,6 +105,7 @@ fn model_for(args: &TuneArgs) -> Result<Box<dyn CostModel>, CliError> {
     let default = PathBuf::from("cost_model/pretrained.model");
     let pretrained = match &args.pretrained {
         Some(p) => Some(p.clone()),
+        None if args.no_pretrained => None,
         None => default.is_file().then_some(default),
     };
     if let Some(path) = pretrained {
@@ -126,6 +134,11 @@ fn check_options(args: &TuneArgs) -> Result<Duration, CliError> {
     if !(0.0..=1.0).contains(&args.eps_greedy) {
         return Err(CliError::Usage(
             "--eps-greedy must be between 0 and 1".into(),
+        ));
+    }
+    if !(0.0..=1.0).contains(&args.sketch_share) || args.eps_greedy + args.sketch_share > 1.0 {
+        return Err(CliError::Usage(
+            "--sketch-share must be between 0 and 1, and with --eps-greedy at most 1".into(),
         ));
     }
     if let Some(plot) = &args.plot {
@@ -197,6 +210,7 @@ fn search_options(args: &TuneArgs) -> SearchOptions {
         population: args.population,
         generations: args.generations,
         eps_greedy: args.eps_greedy,
+        sketch_share: args.sketch_share,
         ..SearchOptions::default()
     }
 }

@@ -14,3 +14,7 @@ pub use error::{CodegenError, KernelError};
 pub use jit::{compile, host_isa};
 pub use kernel::{Kernel, KernelParam};
 pub use options::{CodegenOptions, OptLevel};
+
+/// Register promotion is tried for local buffers up to this many elements
+/// (every access must have a constant index once loops are expanded).
+pub const PROMOTE_LIMIT: i64 = 256;

@@ -1,13 +1,16 @@
 //! Annotation: the numbers a sketch leaves open ([`Decisions`]), sampled at
 //! random, and turned into a complete, replayable schedule.
 
+use std::collections::HashMap;
+
+use rand::seq::SliceRandom;
 use rand::{Rng, RngExt};
 
 use crate::schedule::{Annotation, State, Step};
 use crate::te::{ComputeDag, IterKind};
 
-use super::factor::sample_factors;
-use super::sketch::{Sketch, SketchStep};
+use super::factor::{sample_block, sample_factors, sample_register_tile};
+use super::sketch::{Sketch, SketchStep, TileRole};
 
 /// `auto_unroll_max_step` values annotation chooses from (Ansor's CPU set).
 pub const UNROLL_CHOICES: [u32; 4] = [0, 16, 64, 512];
@@ -29,13 +32,39 @@ pub struct Decisions {
     pub unroll: Vec<u32>,
 }
 
+/// Probability that a candidate's multi-level tilings get register tiles
+/// (innermost level only, vector-wide on the vectorized axis): uniform
+/// factorisations almost never produce one, yet they are what makes a
+/// contraction fast.
+pub const REGISTER_TILE_PRIOR: f64 = 0.5;
+
+/// Most accumulator elements in a register tile: 16 vectors of 4 lanes,
+/// the x86-64 SSE register file.
+pub const REGISTER_TILE_ELEMENTS: i64 = 64;
+
+/// Widest register tile along a non-vectorized axis.
+const MAX_REGISTER_ROWS: i64 = 8;
+
+/// Longest reduction step inside a register tile (the `R₁` level).
+const MAX_REGISTER_REDUCE: i64 = 4;
+
+/// Probability that a consumer's cache block is one tile, and that it is
+/// every tile (its outer loop runs once): a packed panel is best one tile
+/// wide along the axes it depends on and reused across all tiles of the
+/// others.
+pub const EXTREME_BLOCK_PRIOR: f64 = 0.25;
+
 /// Random decisions for `sketch`.
 pub fn random_decisions<R: Rng>(sketch: &Sketch, rng: &mut R) -> Decisions {
-    let mut tiles: Vec<Vec<i64>> = sketch
-        .tiles()
-        .into_iter()
-        .map(|(extent, parts)| sample_factors(extent, parts, rng))
-        .collect();
+    let mut tiles: Vec<Vec<i64>> = if rng.random_bool(REGISTER_TILE_PRIOR) {
+        register_tiles(sketch, rng)
+    } else {
+        sketch
+            .tiles()
+            .into_iter()
+            .map(|(extent, parts)| sample_factors(extent, parts, rng))
+            .collect()
+    };
     resample_follow_factors(sketch, &mut tiles, rng, true);
     let n = sketch.sites.len();
     Decisions {
@@ -68,6 +97,63 @@ pub fn random_decisions<R: Rng>(sketch: &Sketch, rng: &mut R) -> Decisions {
     }
 }
 
+/// Tile factors that make each multi-level tiling a register tile: the
+/// vectorized axis takes a multiple of 4 lanes from 8 to 64, the other
+/// spatial axes (in random order) what is left of
+/// [`REGISTER_TILE_ELEMENTS`], the inner reduction a short step; every
+/// other tile is sampled as usual.
+fn register_tiles<R: Rng>(sketch: &Sketch, rng: &mut R) -> Vec<Vec<i64>> {
+    let specs: Vec<(Option<&str>, i64, usize, TileRole)> = sketch
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            SketchStep::Tile {
+                stage,
+                extent,
+                parts,
+                role,
+                ..
+            } => Some((Some(stage.as_str()), *extent, *parts, *role)),
+            SketchStep::Factor { extent } => Some((None, *extent, 1, TileRole::Free)),
+            _ => None,
+        })
+        .collect();
+    let mut tiles: Vec<Vec<i64>> = vec![Vec::new(); specs.len()];
+    let mut budget: HashMap<&str, i64> = HashMap::new();
+    for (i, (stage, extent, parts, role)) in specs.iter().enumerate() {
+        if let (Some(stage), TileRole::Spatial { vector: true }) = (stage, role) {
+            tiles[i] = sample_register_tile(*extent, *parts, |d| d % 4 == 0 && d >= 8, rng);
+            let lanes = tiles[i].last().copied().unwrap_or(1).max(1);
+            budget.insert(stage, (REGISTER_TILE_ELEMENTS / lanes).max(1));
+        }
+    }
+    let mut rows: Vec<usize> = (0..specs.len())
+        .filter(|&i| specs[i].3 == TileRole::Spatial { vector: false })
+        .collect();
+    rows.shuffle(rng);
+    for i in rows {
+        let (stage, extent, parts, _) = specs[i];
+        let left = stage
+            .and_then(|s| budget.get_mut(s))
+            .map_or(MAX_REGISTER_ROWS, |b| *b);
+        let cap = left.min(MAX_REGISTER_ROWS);
+        tiles[i] = sample_register_tile(extent, parts, |d| d <= cap, rng);
+        if let Some(b) = stage.and_then(|s| budget.get_mut(s)) {
+            *b = (*b / tiles[i].last().copied().unwrap_or(1).max(1)).max(1);
+        }
+    }
+    for (i, (_, extent, parts, role)) in specs.iter().enumerate() {
+        match role {
+            TileRole::Spatial { .. } => {}
+            TileRole::Reduce => {
+                tiles[i] = sample_register_tile(*extent, *parts, |d| d <= MAX_REGISTER_REDUCE, rng)
+            }
+            TileRole::Plain | TileRole::Free => tiles[i] = sample_factors(*extent, *parts, rng),
+        }
+    }
+    tiles
+}
+
 /// The number of consumer tiles per extent, given the tile a consumer follows.
 pub(crate) fn blocks(extent: i64, tile: &[i64]) -> i64 {
     let t: i64 = tile.iter().product::<i64>().max(1);
@@ -85,9 +171,67 @@ pub(crate) fn resample_follow_factors<R: Rng>(
     for (outer, tile, extent) in sketch.follow_links() {
         let room = blocks(extent, &tiles[tile]);
         if all || tiles[outer].first().is_none_or(|&h| h > room) {
-            tiles[outer] = sample_factors(room, 1, rng);
+            tiles[outer] = vec![sample_block(room, EXTREME_BLOCK_PRIOR, rng)];
         }
     }
+}
+
+/// Positions, among the leaf loops of stage `index`, of the loops other
+/// stages are computed at.
+fn attach_positions(state: &State, index: usize) -> Vec<usize> {
+    let leaves = &state.stages()[index].leaves;
+    state
+        .stages()
+        .iter()
+        .filter_map(|s| match s.compute_at {
+            crate::schedule::ComputeAt::At { stage: host, iter } if host == index => {
+                leaves.iter().position(|&l| l == iter)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Unrolls the loops of stage `index` inside the deepest stage computed at
+/// it (one producer tile), when they are few enough for that tile to be
+/// promoted to registers; a vectorized loop stays vectorized.
+fn unroll_tile_loops(
+    state: &mut State,
+    index: usize,
+    sketch: &Sketch,
+) -> Result<(), MaterializeError> {
+    let Some(deepest) = attach_positions(state, index).into_iter().max() else {
+        return Ok(());
+    };
+    let stage = &state.stages()[index];
+    let inner: Vec<_> = stage.leaves[deepest + 1..]
+        .iter()
+        .map(|&l| &stage.iters[l])
+        .collect();
+    let elements: i64 = inner.iter().map(|it| it.extent).product();
+    if elements > crate::codegen::PROMOTE_LIMIT {
+        return Ok(());
+    }
+    let to_unroll: Vec<String> = inner
+        .iter()
+        .filter(|it| {
+            it.kind == IterKind::Spatial && it.extent > 1 && it.annotation == Annotation::None
+        })
+        .map(|it| it.name.clone())
+        .collect();
+    let stage_name = stage.name.clone();
+    for iter in to_unroll {
+        apply(
+            state,
+            Step::Annotate {
+                stage: stage_name.clone(),
+                iter,
+                annotation: Annotation::Unroll,
+            },
+            sketch,
+        )?;
+    }
+    Ok(())
 }
 
 /// Why decisions did not make a schedule (a sketch bug, or decisions for
@@ -195,18 +339,15 @@ pub fn materialize(
                 sketch,
             )?;
         }
+        if site.unroll_tile {
+            unroll_tile_loops(&mut state, index, sketch)?;
+        }
         if at_root && decisions.parallel[i] > 0 {
             // Leading spatial loops, not the vectorized innermost one, and
             // none inside a loop where another stage is computed: fusing
             // those would recompute that stage for every inner iteration.
-            let stage = &state.stages()[index];
-            let attach_depth = (0..state.stages().len())
-                .filter_map(|s| match state.stages()[s].compute_at {
-                    crate::schedule::ComputeAt::At { stage: host, iter } if host == index => {
-                        stage.leaves.iter().position(|&l| l == iter)
-                    }
-                    _ => None,
-                })
+            let attach_depth = attach_positions(&state, index)
+                .into_iter()
                 .min()
                 .map_or(usize::MAX, |p| p + 1);
             let leading: Vec<String> = loops
@@ -214,8 +355,13 @@ pub fn materialize(
                 .take(loops.len().saturating_sub(1).max(1))
                 .take(attach_depth)
                 .take_while(|(_, kind, _)| *kind == IterKind::Spatial)
-                .take(decisions.parallel[i])
-                .map(|(n, _, _)| n.clone())
+                .scan(0, |real, (name, _, extent)| {
+                    // Loops of extent 1 ride along: they add no parallelism.
+                    (*real < decisions.parallel[i]).then(|| {
+                        *real += usize::from(*extent > 1);
+                        name.clone()
+                    })
+                })
                 .collect();
             let target = match leading.len() {
                 0 => None,
@@ -257,4 +403,70 @@ pub fn materialize(
         }
     }
     Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use super::*;
+    use crate::ops;
+    use crate::search::generate_sketches;
+
+    fn matmul_cache_write_sketch() -> (ComputeDag, Sketch) {
+        let spec = ops::find("matmul").expect("matmul");
+        let params = spec.parse_shape("M=64,N=64,K=64").expect("shape");
+        let dag = spec.build(&params).expect("dag");
+        let sketch = generate_sketches(&dag)
+            .into_iter()
+            .find(|s| s.name == "C:tile+cache_write")
+            .expect("cache_write sketch");
+        (dag, sketch)
+    }
+
+    #[test]
+    fn register_tiles_fit_the_register_budget_and_their_copy_out_is_unrolled() {
+        let (dag, sketch) = matmul_cache_write_sketch();
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut unrolled = 0;
+        for _ in 0..50 {
+            let tiles = register_tiles(&sketch, &mut rng);
+            let (rows, cols) = (tiles[0].clone(), tiles[1].clone());
+            assert_eq!(&rows[..2], &[1, 1]);
+            assert_eq!(&cols[..2], &[1, 1]);
+            assert_eq!(cols[2] % 4, 0, "{cols:?}");
+            assert!(rows[2] * cols[2] <= REGISTER_TILE_ELEMENTS, "{tiles:?}");
+            assert!(tiles[2][0] <= MAX_REGISTER_REDUCE);
+            let mut decisions = random_decisions(&sketch, &mut rng);
+            decisions.tiles = tiles;
+            resample_follow_factors(&sketch, &mut decisions.tiles, &mut rng, true);
+            let state = materialize(&dag, &sketch, &decisions).expect("materialize");
+            let copy_out_rows = state.steps().iter().any(|s| {
+                matches!(s, Step::Annotate { stage, iter, annotation: Annotation::Unroll }
+                    if stage == "C" && iter == "i0.2")
+            });
+            assert_eq!(copy_out_rows, rows[2] > 1, "{:?}", state.steps());
+            unrolled += usize::from(copy_out_rows);
+        }
+        assert!(unrolled > 0);
+    }
+
+    #[test]
+    fn a_tile_too_large_for_registers_is_not_unrolled() {
+        let (dag, sketch) = matmul_cache_write_sketch();
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut decisions = random_decisions(&sketch, &mut rng);
+        decisions.tiles[0] = vec![1, 2, 16];
+        decisions.tiles[1] = vec![1, 2, 16];
+        resample_follow_factors(&sketch, &mut decisions.tiles, &mut rng, true);
+        let state = materialize(&dag, &sketch, &decisions).expect("materialize");
+        assert!(!state.steps().iter().any(|s| matches!(
+            s,
+            Step::Annotate {
+                annotation: Annotation::Unroll,
+                ..
+            }
+        )));
+    }
 }

@@ -31,6 +31,10 @@ pub struct SearchOptions {
     pub mutation_prob: f64,
     /// Fraction of each batch drawn at random instead of by predicted score.
     pub eps_greedy: f64,
+    /// Most of each batch given to the best predicted candidate of each
+    /// sketch the greedy picks left out, so that no sketch goes unmeasured
+    /// because the model has not seen its kind yet.
+    pub sketch_share: f64,
     /// Best measured candidates that seed each round's population.
     pub seeds: usize,
 }
@@ -42,6 +46,7 @@ impl Default for SearchOptions {
             generations: 4,
             mutation_prob: 0.85,
             eps_greedy: 0.05,
+            sketch_share: 0.25,
             seeds: 32,
         }
     }
@@ -272,15 +277,37 @@ impl SearchPolicy {
         }
         pool.sort_by(|a, b| b.0.total_cmp(&a.0));
         let random_share = ((n as f64) * self.options.eps_greedy).round() as usize;
+        let sketch_share = ((n as f64) * self.options.sketch_share).round() as usize;
+        let greedy = n.saturating_sub(random_share + sketch_share);
         let mut batch: Vec<Candidate> = Vec::with_capacity(n);
         let mut chosen: HashSet<u64> = HashSet::new();
-        for (_, c) in pool.into_iter() {
+        let mut take = |c: &Candidate, batch: &mut Vec<Candidate>| {
+            if chosen.insert(c.key) {
+                batch.push(c.clone());
+            }
+        };
+        for (_, c) in &pool {
+            if batch.len() >= greedy {
+                break;
+            }
+            take(c, &mut batch);
+        }
+        // The best of each sketch not yet in the batch (the pool is sorted,
+        // so the first candidate of a sketch is its best).
+        let mut represented: HashSet<usize> = batch.iter().map(|c| c.sketch).collect();
+        for (_, c) in &pool {
+            if batch.len() >= greedy + sketch_share {
+                break;
+            }
+            if represented.insert(c.sketch) {
+                take(c, &mut batch);
+            }
+        }
+        for (_, c) in &pool {
             if batch.len() + random_share >= n {
                 break;
             }
-            if chosen.insert(c.key) {
-                batch.push(c);
-            }
+            take(c, &mut batch);
         }
         let mut attempts = 0;
         while batch.len() < n && attempts < n * 20 {
@@ -297,5 +324,62 @@ impl SearchPolicy {
             self.measured.insert(c.key);
         }
         Ok(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::MeasureResult;
+    use crate::search::generate_sketches;
+
+    /// Scores every candidate that packs an operand above every other one.
+    struct PrefersPacking;
+
+    impl CostModel for PrefersPacking {
+        fn name(&self) -> String {
+            "prefers-packing".into()
+        }
+
+        fn update(&mut self, _: &Task, _: &[State], _: &[MeasureResult]) -> Result<(), CostError> {
+            Ok(())
+        }
+
+        fn predict(&mut self, _: &Task, states: &[State]) -> Result<Vec<f32>, CostError> {
+            Ok(states
+                .iter()
+                .map(|s| {
+                    let packs = s
+                        .steps()
+                        .iter()
+                        .any(|step| matches!(step, Step::CacheRead { .. }));
+                    if packs { 1.0 } else { 0.0 }
+                })
+                .collect())
+        }
+    }
+
+    fn sketches_in_first_batch(sketch_share: f64) -> HashSet<usize> {
+        let task = Task::from_registry("matmul", "M=64,N=64,K=64").expect("task");
+        let sketches = generate_sketches(task.dag());
+        let options = SearchOptions {
+            population: 64,
+            generations: 1,
+            eps_greedy: 0.0,
+            sketch_share,
+            ..SearchOptions::default()
+        };
+        let mut policy = SearchPolicy::new(task, sketches, options, 11);
+        let batch = policy.next_batch(&mut PrefersPacking, 16).expect("batch");
+        assert_eq!(batch.len(), 16);
+        batch.iter().map(|c| c.sketch).collect()
+    }
+
+    #[test]
+    fn every_sketch_gets_a_share_of_the_batch_whatever_the_model_prefers() {
+        let task = Task::from_registry("matmul", "M=64,N=64,K=64").expect("task");
+        let count = generate_sketches(task.dag()).len();
+        assert_eq!(sketches_in_first_batch(0.25).len(), count);
+        assert!(sketches_in_first_batch(0.0).len() < count);
     }
 }

@@ -69,6 +69,41 @@ pub fn sample_factors<R: Rng>(extent: i64, parts: usize, rng: &mut R) -> Vec<i64
     factors
 }
 
+/// A register tile for one axis of a multi-level tiling: every level 1
+/// but the innermost, a divisor of `extent` among `allowed` ones. Falls
+/// back to [`sample_factors`] when `extent` has no such divisor.
+pub fn sample_register_tile<R: Rng>(
+    extent: i64,
+    parts: usize,
+    allowed: impl Fn(i64) -> bool,
+    rng: &mut R,
+) -> Vec<i64> {
+    let options: Vec<i64> = divisors(extent.max(1))
+        .into_iter()
+        .filter(|&d| allowed(d))
+        .collect();
+    if options.is_empty() || parts == 0 {
+        return sample_factors(extent, parts, rng);
+    }
+    let mut factors = vec![1i64; parts];
+    factors[parts - 1] = options[rng.random_range(0..options.len())];
+    factors
+}
+
+/// One factor of `extent` for a cache block, which is best one tile or
+/// every tile: 1 or the whole extent with probability `extreme` each,
+/// otherwise a divisor at random.
+pub fn sample_block<R: Rng>(extent: i64, extreme: f64, rng: &mut R) -> i64 {
+    let roll: f64 = rng.random_range(0.0..1.0);
+    if roll < extreme {
+        1
+    } else if roll < 2.0 * extreme {
+        extent.max(1)
+    } else {
+        sample_factors(extent, 1, rng)[0]
+    }
+}
+
 /// Moves a factor between two levels of a tiling (the outer loop counts as
 /// level 0), keeping perfect tilings perfect; resamples non-perfect ones.
 pub fn mutate_factors<R: Rng>(extent: i64, factors: &[i64], rng: &mut R) -> Vec<i64> {
@@ -117,6 +152,14 @@ mod tests {
                 assert_eq!(f.len(), 3);
                 assert!(f.iter().product::<i64>() <= extent, "{extent}: {f:?}");
                 assert!(f[2] <= MAX_INNERMOST_FACTOR);
+                let r = sample_register_tile(extent, 3, |d| d % 4 == 0, &mut rng);
+                assert!(r.iter().product::<i64>() <= extent, "{extent}: {r:?}");
+                if extent % 4 == 0 {
+                    assert_eq!(&r[..2], &[1, 1], "{extent}: {r:?}");
+                    assert_eq!((extent % r[2], r[2] % 4), (0, 0), "{extent}: {r:?}");
+                }
+                let b = sample_block(extent, 0.25, &mut rng);
+                assert!((1..=extent).contains(&b), "{extent}: {b}");
                 let m = mutate_factors(extent, &f, &mut rng);
                 assert!(m.iter().product::<i64>() <= extent, "{extent}: {m:?}");
                 assert!(m.iter().all(|&x| x >= 1));

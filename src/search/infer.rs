@@ -85,6 +85,10 @@ fn infer(sketch: &Sketch, steps: &[Step]) -> Option<Decisions> {
                 annotation: Annotation::Vectorize,
                 ..
             } => decisions.vectorize[site] = true,
+            Step::Annotate {
+                annotation: Annotation::Unroll,
+                ..
+            } if sketch.sites[site].unroll_tile => {}
             Step::Pragma {
                 auto_unroll_max_step,
                 ..
@@ -99,8 +103,35 @@ fn infer(sketch: &Sketch, steps: &[Step]) -> Option<Decisions> {
 /// materialising it again).
 pub fn infer_candidate(dag: &ComputeDag, sketches: &[Sketch], steps: &[Step]) -> Option<Candidate> {
     sketches.iter().enumerate().find_map(|(i, sketch)| {
-        let decisions = infer(sketch, steps)?;
-        let state = materialize(dag, sketch, &decisions).ok()?;
-        (state.steps() == steps).then(|| Candidate::new(i, decisions, state))
+        let fused = infer(sketch, steps)?;
+        // A fuse names every loop it takes, but the parallel decision counts
+        // only loops of extent > 1: try the counts a fuse of that size allows.
+        parallel_guesses(&fused.parallel).find_map(|parallel| {
+            let decisions = Decisions {
+                parallel,
+                ..fused.clone()
+            };
+            let state = materialize(dag, sketch, &decisions).ok()?;
+            (state.steps() == steps).then(|| Candidate::new(i, decisions, state))
+        })
+    })
+}
+
+/// Every parallel decision with each site's count between 1 and its
+/// number of fused loops (a site without a parallel loop stays at 0).
+fn parallel_guesses(fused: &[usize]) -> impl Iterator<Item = Vec<usize>> + '_ {
+    let total: usize = fused.iter().map(|&n| n.max(1)).product();
+    (0..total).map(move |mut code| {
+        fused
+            .iter()
+            .map(|&n| {
+                if n == 0 {
+                    return 0;
+                }
+                let guess = n - code % n;
+                code /= n;
+                guess
+            })
+            .collect()
     })
 }

@@ -21,6 +21,6 @@ pub use scheduler::{
     SchedulerParams, SuiteOptions, SuiteProgress, SuiteReport, SuiteTaskReport, TaskHistory,
     tune_suite,
 };
-pub use sketch::{AnnotationSite, Sketch, SketchStep, generate_sketches};
+pub use sketch::{AnnotationSite, Sketch, SketchStep, TileRole, generate_sketches};
 pub use suite::{Suite, SuiteError, SuiteTask, SuiteWorkload};
 pub use tuner::{CurvePoint, TaskTuner, TuneError, TuneOptions, TuneReport, tune};

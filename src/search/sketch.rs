@@ -45,6 +45,8 @@ pub enum SketchStep {
         extent: i64,
         /// Inner factors to sample.
         parts: usize,
+        /// What the loop is to the tiling (guides sampling).
+        role: TileRole,
     },
     /// A sampled factor that no split of its own uses (a [`SketchStep::Follow`]
     /// takes it); `extent` bounds it.
@@ -68,6 +70,23 @@ pub enum SketchStep {
     },
 }
 
+/// What a tiled loop is, so that annotation can sample register-sized tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TileRole {
+    /// A spatial axis of a multi-level tiling; `vector` for the innermost
+    /// one, which annotation vectorizes.
+    Spatial {
+        /// The innermost spatial axis.
+        vector: bool,
+    },
+    /// A reduction axis of a multi-level tiling.
+    Reduce,
+    /// Any other split (vectorization of a simple stage, rfactor).
+    Plain,
+    /// A free factor taken by a [`SketchStep::Follow`].
+    Free,
+}
+
 /// How annotation may treat a stage's loops once the sketch is applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AnnotationSite {
@@ -79,6 +98,11 @@ pub struct AnnotationSite {
     pub vectorize: bool,
     /// It may get an `auto_unroll_max_step` pragma.
     pub unroll: bool,
+    /// Its loops inside the deepest stage computed at it (one tile of a
+    /// cache-write or fused producer) are unrolled when that tile is small
+    /// enough to live in registers: register promotion needs every access
+    /// to the tile at a constant index.
+    pub unroll_tile: bool,
 }
 
 /// A schedule with its numbers left open.
@@ -108,6 +132,18 @@ impl Sketch {
 }
 
 impl Sketch {
+    /// The role of each tile and factor step, in the order of [`Sketch::tiles`].
+    pub fn tile_roles(&self) -> Vec<TileRole> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                SketchStep::Tile { role, .. } => Some(*role),
+                SketchStep::Factor { .. } => Some(TileRole::Free),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// For each [`SketchStep::Follow`]: (its free factor's slot, the slot of
     /// the tile it follows, the loop extent), slots indexing [`Sketch::tiles`].
     pub fn follow_links(&self) -> Vec<(usize, usize, i64)> {
@@ -167,15 +203,26 @@ fn has_data_reuse(op: &ComputeOp) -> bool {
 }
 
 /// Inputs (placeholders) that `op` reads at indices missing one of its
-/// spatial axes: each element is reused, so packing them pays.
-fn packable_inputs(op: &ComputeOp) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+/// spatial axes (each element is reused, so packing them pays), with the
+/// spatial axes their indices do use.
+fn packable_inputs(op: &ComputeOp) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
     for (t, idx) in reads_of(op) {
         if t.compute_op().is_none()
             && misses_an_axis(op, &idx)
-            && !out.iter().any(|n| n == t.name())
+            && !out.iter().any(|(n, _)| n == t.name())
         {
-            out.push(t.name().to_string());
+            let used = op
+                .axes
+                .iter()
+                .filter(|axis| {
+                    idx.iter().any(|i| {
+                        i.any(&mut |e| matches!(e.kind(), ExprKind::Var(v) if v.id() == axis.id()))
+                    })
+                })
+                .map(|axis| axis.name().to_string())
+                .collect();
+            out.push((t.name().to_string(), used));
         }
     }
     out
@@ -225,7 +272,8 @@ fn tile_ssrsrs(
 ) {
     let mut order: Vec<String> = Vec::new();
     let mut levels: Vec<Vec<String>> = vec![Vec::new(); 6];
-    for (name, extent) in spatial {
+    let innermost = spatial.iter().rposition(|(_, extent)| *extent > 1);
+    for (axis, (name, extent)) in spatial.iter().enumerate() {
         if *extent == 1 {
             order.push(name.clone());
             continue;
@@ -235,6 +283,9 @@ fn tile_ssrsrs(
             iter: name.clone(),
             extent: *extent,
             parts: 3,
+            role: TileRole::Spatial {
+                vector: Some(axis) == innermost,
+            },
         });
         for (level, part) in [(0, 0), (1, 1), (3, 2), (5, 3)] {
             levels[level].push(format!("{name}.{part}"));
@@ -250,6 +301,7 @@ fn tile_ssrsrs(
             iter: name.clone(),
             extent: *extent,
             parts: 1,
+            role: TileRole::Reduce,
         });
         levels[2].push(format!("{name}.0"));
         levels[4].push(format!("{name}.1"));
@@ -264,13 +316,16 @@ fn tile_ssrsrs(
 /// `consumer` split in three levels per axis — outer, a sampled cache
 /// block, then exactly one tile of `producer` (whose tiles are the
 /// sketch's tiles from `first_tile` on, one per axis of extent > 1) — and
-/// `producer` computed inside the consumer's last middle loop. Returns the
-/// consumer's last outer loop (where packed operands are computed).
+/// `producer` computed inside the consumer's last middle loop. The outer
+/// loops of the axes named in `first` come before all others. Returns the
+/// last of those (or the last outer loop when `first` is empty): where a
+/// packed operand that depends only on those axes is computed.
 fn fuse_into(
     producer: &str,
     consumer: &str,
     spatial: &[(String, i64)],
     first_tile: usize,
+    first: &[String],
     steps: &mut Vec<SketchStep>,
 ) -> Option<String> {
     let slots = |steps: &Vec<SketchStep>| {
@@ -279,11 +334,13 @@ fn fuse_into(
             .filter(|s| matches!(s, SketchStep::Tile { .. } | SketchStep::Factor { .. }))
             .count()
     };
-    let mut levels: Vec<Vec<String>> = vec![Vec::new(); 3];
+    // Outer loops of the `first` axes, the other outer loops, middle, inner.
+    let mut levels: Vec<Vec<String>> = vec![Vec::new(); 4];
     let mut tile = first_tile;
     for (name, extent) in spatial {
+        let outer_level = if first.contains(name) { 0 } else { 1 };
         if *extent == 1 {
-            levels[0].push(name.clone());
+            levels[outer_level].push(name.clone());
             continue;
         }
         let outer = slots(steps);
@@ -295,11 +352,16 @@ fn fuse_into(
             outer,
         });
         tile += 1;
-        for (level, names) in levels.iter_mut().enumerate() {
-            names.push(format!("{name}.{level}"));
-        }
+        levels[outer_level].push(format!("{name}.0"));
+        levels[2].push(format!("{name}.1"));
+        levels[3].push(format!("{name}.2"));
     }
-    let (Some(outer), Some(attach)) = (levels[0].last().cloned(), levels[1].last().cloned()) else {
+    let pack_at = if first.is_empty() {
+        levels[1].last().cloned()
+    } else {
+        levels[0].last().cloned()
+    };
+    let (Some(pack_at), Some(attach)) = (pack_at, levels[2].last().cloned()) else {
         return None;
     };
     steps.push(SketchStep::Fixed(Step::Reorder {
@@ -311,7 +373,7 @@ fn fuse_into(
         target: consumer.into(),
         iter: attach,
     }));
-    Some(outer)
+    Some(pack_at)
 }
 
 fn site(stage: &str, parallel: bool, vectorize: bool, unroll: bool) -> AnnotationSite {
@@ -320,6 +382,16 @@ fn site(stage: &str, parallel: bool, vectorize: bool, unroll: bool) -> Annotatio
         parallel,
         vectorize,
         unroll,
+        unroll_tile: false,
+    }
+}
+
+/// The site of a consumer that copies out (or finishes) one producer tile
+/// per iteration of its inner loops.
+fn tile_consumer_site(stage: &str) -> AnnotationSite {
+    AnnotationSite {
+        unroll_tile: true,
+        ..site(stage, true, true, false)
     }
 }
 
@@ -334,6 +406,7 @@ fn simple(info: &StageInfo, steps: &mut Vec<SketchStep>, sites: &mut Vec<Annotat
             iter: last.clone(),
             extent: *extent,
             parts: 1,
+            role: TileRole::Plain,
         });
         let mut order: Vec<String> = spatial[..spatial.len() - 1]
             .iter()
@@ -441,33 +514,37 @@ pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
             if let Some(consumer) = fusible {
                 let mut steps = Vec::new();
                 tile_ssrsrs(&s.name, &spatial, &reduce, &mut steps);
-                let _ = fuse_into(&s.name, &consumer, &spatial, 0, &mut steps);
+                let _ = fuse_into(&s.name, &consumer, &spatial, 0, &[], &mut steps);
                 fused_consumers.push(consumer.clone());
                 variants.push((
                     format!("{}:tile+fuse({consumer})", s.name),
                     steps,
                     vec![
-                        site(&consumer, true, true, false),
+                        tile_consumer_site(&consumer),
                         site(&s.name, false, true, true),
                     ],
                 ));
             } else {
                 let local = format!("{}.local", s.name);
-                let mut steps = vec![SketchStep::Fixed(Step::CacheWrite {
-                    stage: s.name.clone(),
-                })];
-                tile_ssrsrs(&local, &spatial, &reduce, &mut steps);
-                let outer = fuse_into(&local, &s.name, &spatial, 0, &mut steps);
-                let sites = vec![
-                    site(&s.name, true, true, false),
-                    site(&local, false, true, true),
-                ];
-                // Packing: an input the tile reuses is copied, per outer
-                // block, into a local buffer read contiguously by the tile.
-                for input in packable_inputs(&s.op) {
-                    let Some(outer) = &outer else { break };
+                let cache_write = |first: &[String]| {
+                    let mut steps = vec![SketchStep::Fixed(Step::CacheWrite {
+                        stage: s.name.clone(),
+                    })];
+                    tile_ssrsrs(&local, &spatial, &reduce, &mut steps);
+                    let pack_at = fuse_into(&local, &s.name, &spatial, 0, first, &mut steps);
+                    (steps, pack_at)
+                };
+                let (steps, _) = cache_write(&[]);
+                let sites = vec![tile_consumer_site(&s.name), site(&local, false, true, true)];
+                // Packing: an input the tile reuses is copied into a local
+                // buffer read contiguously by the tile, once per block of
+                // the axes it depends on, whose loops go outermost (the
+                // panel of B per column block, as in a hand-written GEMM).
+                for (input, axes) in packable_inputs(&s.op) {
+                    let (mut packing, Some(pack_at)) = cache_write(&axes) else {
+                        continue;
+                    };
                     let packed = format!("{input}.local");
-                    let mut packing = steps.clone();
                     packing.push(SketchStep::Fixed(Step::CacheRead {
                         stage: input.clone(),
                         readers: vec![local.clone()],
@@ -475,7 +552,7 @@ pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
                     packing.push(SketchStep::Fixed(Step::ComputeAt {
                         stage: packed.clone(),
                         target: s.name.clone(),
-                        iter: outer.clone(),
+                        iter: pack_at,
                     }));
                     let mut packing_sites = sites.clone();
                     packing_sites.push(site(&packed, false, true, false));
@@ -535,6 +612,7 @@ fn rfactor_variant(s: &StageInfo) -> Option<Variant> {
             iter: last.clone(),
             extent: *extent,
             parts: 1,
+            role: TileRole::Plain,
         },
         SketchStep::Fixed(Step::Rfactor {
             stage: s.name.clone(),
@@ -599,4 +677,71 @@ fn combine(per_stage: Vec<Vec<Variant>>) -> Vec<Sketch> {
         sketches = next;
     }
     sketches
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops;
+
+    fn matmul_sketches() -> Vec<Sketch> {
+        let spec = ops::find("matmul").expect("matmul");
+        let params = spec.parse_shape("M=64,N=64,K=64").expect("shape");
+        generate_sketches(&spec.build(&params).expect("dag"))
+    }
+
+    fn fixed(sketch: &Sketch) -> Vec<&Step> {
+        sketch
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                SketchStep::Fixed(step) => Some(step),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_packed_operand_is_computed_at_the_outermost_loops_it_depends_on() {
+        let sketches = matmul_sketches();
+        for (input, axis) in [("B", "i1.0"), ("A", "i0.0")] {
+            let sketch = sketches
+                .iter()
+                .find(|s| s.name.ends_with(&format!("pack({input})")))
+                .unwrap_or_else(|| panic!("no pack({input}) sketch"));
+            let steps = fixed(sketch);
+            let order = steps.iter().rev().find_map(|s| match s {
+                Step::Reorder { stage, order } if stage == "C" => Some(order.clone()),
+                _ => None,
+            });
+            assert_eq!(
+                order.as_ref().and_then(|o| o.first()).map(String::as_str),
+                Some(axis)
+            );
+            assert!(steps.iter().any(|s| matches!(s,
+                Step::ComputeAt { stage, target, iter }
+                    if *stage == format!("{input}.local") && target == "C" && iter == axis)));
+        }
+    }
+
+    #[test]
+    fn tile_roles_mark_the_vectorized_axis_and_the_reduction() {
+        let sketches = matmul_sketches();
+        let sketch = sketches
+            .iter()
+            .find(|s| s.name == "C:tile+cache_write")
+            .expect("cache_write sketch");
+        let roles = sketch.tile_roles();
+        assert_eq!(roles.len(), sketch.tiles().len());
+        assert_eq!(
+            &roles[..3],
+            &[
+                TileRole::Spatial { vector: false },
+                TileRole::Spatial { vector: true },
+                TileRole::Reduce
+            ]
+        );
+        assert!(roles[3..].iter().all(|r| *r == TileRole::Free));
+        assert!(sketch.sites.iter().any(|s| s.stage == "C" && s.unroll_tile));
+    }
 }

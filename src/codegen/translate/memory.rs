@@ -18,8 +18,7 @@ use super::{FnTranslator, Val, clif_type};
 /// Buffers up to this size live on the stack; larger ones on the heap.
 const STACK_LIMIT_BYTES: i64 = 32 * 1024;
 
-/// Register promotion is tried for local buffers up to this many elements.
-const PROMOTE_LIMIT: i64 = 256;
+use super::super::PROMOTE_LIMIT;
 
 /// Where a buffer's elements live.
 pub(crate) enum Storage {
