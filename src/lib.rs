@@ -7,6 +7,7 @@ pub mod cli;
 pub mod codegen;
 pub mod cost;
 pub mod db;
+pub mod deploy;
 pub mod measure;
 pub mod ops;
 pub mod runtime;

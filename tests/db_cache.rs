@@ -2,14 +2,18 @@
 //! borrow another device's or shape's records, replay validation, concurrent
 //! writers, a writer killed mid-run, and malformed input.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use tessera::db::{DbError, Lookup, TuningDb, TuningRecord};
 use tessera::measure::{MeasureErrorKind, MeasureResult, Task};
-use tessera::runtime::{DeviceDescription, host_device};
+use tessera::runtime::host_device;
 use tessera::schedule::{Step, steps_from_json};
+
+use common::{ok_result, other_device};
 
 fn tessera(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tessera"))
@@ -34,25 +38,6 @@ fn split_steps(factor: i64) -> Vec<Step> {
         r#"[{{"kind":"split","stage":"C","iter":"i1","factors":[{factor}]}}]"#
     ))
     .expect("valid")
-}
-
-fn ok_result(seconds: f64, timestamp: f64) -> MeasureResult {
-    MeasureResult {
-        costs: vec![seconds, seconds * 1.01, seconds * 0.99],
-        error_kind: MeasureErrorKind::None,
-        error_msg: String::new(),
-        build_secs: 0.001,
-        run_secs: 0.1,
-        max_rel_error: Some(1e-7),
-        timestamp,
-    }
-}
-
-/// A device that differs from this host only in one ISA feature.
-fn other_device() -> DeviceDescription {
-    let mut d = host_device().clone();
-    d.features.push("has_imaginary_feature".into());
-    d
 }
 
 /// Two workloads × two devices, a few records each (one failure).

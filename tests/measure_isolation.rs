@@ -50,8 +50,19 @@ fn tiled_matmul_steps() -> Vec<Step> {
 }
 
 /// A process that is gone: no /proc entry (a zombie would still have one).
+/// Whether `pid` is gone (reaped), allowing a replaced worker's reaping a
+/// moment to finish on a loaded machine.
 fn is_gone(pid: u32) -> bool {
-    !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 fn state_of(pid: u32) -> Option<char> {

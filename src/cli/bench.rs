@@ -1,31 +1,195 @@
-//! `tessera bench`: compile a schedule, verify it, time it, and compare with
-//! the untuned schedule and Rust GEMM peers in the same process.
+//! `tessera bench`: compile the best cached (or deployed, or given)
+//! schedule, verify it, time it, and compare with the default schedule and
+//! Rust GEMM peers in the same process; one workload or a whole suite.
 
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::error::CliError;
 use super::peers::{Product, gemm_crate, matrixmultiply};
 use crate::codegen::{self, CodegenOptions, Kernel, OptLevel, peak};
-use crate::measure::{Timing, TimingOptions, time_runs};
+use crate::db::{self, Lookup, TuningDb};
+use crate::deploy::{Library, Resolution};
+use crate::measure::{Task, Timing, TimingOptions, time_runs};
 use crate::ops;
 use crate::runtime::{self, NdBuffer};
 use crate::schedule::State;
-use crate::te::{DType, HostTensor};
+use crate::search::Suite;
+use crate::te::{ComputeDag, DType, HostTensor};
 use crate::tir;
 
-/// What to benchmark and how.
-pub(crate) struct BenchArgs<'a> {
-    pub op: &'a str,
-    pub shape: &'a str,
-    pub schedule: Option<&'a Path>,
-    pub threads: usize,
-    pub json: bool,
-    pub opt_level: OptLevel,
-    pub repeat: usize,
-    pub strict_fp: bool,
+/// `--opt-level` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum OptArg {
+    None,
+    Speed,
+}
+
+/// `tessera bench`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct BenchArgs {
+    /// The operator (see `tessera ops`); leave out with --suite.
+    #[arg(required_unless_present = "suite")]
+    op: Option<String>,
+    /// Shape parameters, e.g. `M=1024,N=1024,K=1024`.
+    #[arg(long, default_value = "")]
+    shape: String,
+    /// A JSON step list to time instead of the best cached schedule.
+    #[arg(long, conflicts_with_all = ["from", "suite"])]
+    schedule: Option<PathBuf>,
+    /// The tuning database the best schedule comes from (default: $TESSERA_DB
+    /// or tuning_logs/tuning.db).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Load the kernel from a schedules folder written by `tessera deploy`
+    /// instead of the database.
+    #[arg(long, conflicts_with = "db")]
+    from: Option<PathBuf>,
+    /// Bench every workload of a suite file (see suites/) into one table.
+    #[arg(long, conflicts_with = "op")]
+    suite: Option<PathBuf>,
+    /// Threads for parallel loops (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Cranelift optimisation level.
+    #[arg(long, value_enum, default_value_t = OptArg::Speed)]
+    opt_level: OptArg,
+    /// Timing repeats.
+    #[arg(long, default_value_t = 7)]
+    repeat: usize,
+    /// Bit-stable floating point: no FMA contraction.
+    #[arg(long)]
+    strict_fp: bool,
+}
+
+impl BenchArgs {
+    fn threads(&self) -> usize {
+        self.threads.unwrap_or_else(runtime::num_threads)
+    }
+
+    fn opt_level(&self) -> OptLevel {
+        match self.opt_level {
+            OptArg::None => OptLevel::None,
+            OptArg::Speed => OptLevel::Speed,
+        }
+    }
+}
+
+/// Where the timed schedule came from.
+enum Source {
+    /// A `--schedule` file.
+    File(PathBuf),
+    /// The best cached or deployed schedule, with its recorded GFLOP/s.
+    Tuned { record_gflops: f64, origin: String },
+    /// The default schedule, and why.
+    Fallback(String),
+}
+
+impl Source {
+    fn label(&self) -> &'static str {
+        match self {
+            Source::File(_) => "file",
+            Source::Tuned { .. } => "tuned",
+            Source::Fallback(_) => "fallback",
+        }
+    }
+
+    fn reason(&self) -> Option<String> {
+        match self {
+            Source::File(path) => Some(format!("--schedule {}", path.display())),
+            Source::Tuned { origin, .. } => Some(origin.clone()),
+            Source::Fallback(reason) => Some(reason.clone()),
+        }
+    }
+}
+
+/// The schedule to time for `op` at `shape`, and where it came from.
+fn resolve(
+    args: &BenchArgs,
+    op: &str,
+    shape: &str,
+    dag: &ComputeDag,
+) -> Result<(State, Source), CliError> {
+    if let Some(path) = &args.schedule {
+        let state = super::commands::load_state(dag, Some(path))?;
+        return Ok((state, Source::File(path.clone())));
+    }
+    if let Some(dir) = &args.from {
+        let library = Library::open(dir).map_err(|e| CliError::Usage(e.to_string()))?;
+        return Ok(match library.resolve(dag) {
+            Resolution::Tuned {
+                artifact,
+                path,
+                state,
+            } => (
+                *state,
+                Source::Tuned {
+                    record_gflops: artifact.gflops,
+                    origin: path.display().to_string(),
+                },
+            ),
+            Resolution::Fallback(reason) => (State::new(dag), Source::Fallback(reason.to_string())),
+        });
+    }
+    let path = args.db.clone().unwrap_or_else(db::default_path);
+    if !path.is_file() {
+        return Ok((
+            State::new(dag),
+            Source::Fallback(format!(
+                "no tuning database at {} (run `tessera tune` first)",
+                path.display()
+            )),
+        ));
+    }
+    let database = TuningDb::open_existing(&path)?;
+    let task = Task::from_registry(op, shape)?;
+    let device = runtime::host_device().key();
+    let (found, _) = database.lookup(&task, &device)?;
+    Ok(match found {
+        Lookup::Exact(record) => {
+            let state =
+                State::replay(dag, &record.steps).map_err(|source| CliError::ScheduleApply {
+                    path: path.clone(),
+                    source,
+                })?;
+            (
+                state,
+                Source::Tuned {
+                    record_gflops: record.gflops().unwrap_or(f64::NAN),
+                    origin: format!("best of {}", path.display()),
+                },
+            )
+        }
+        Lookup::OtherDevices(devices) => (
+            State::new(dag),
+            Source::Fallback(format!(
+                "tuned only on other devices ({}), not on {device}",
+                devices
+                    .iter()
+                    .map(|(name, _, n)| format!("{name}: {n} records"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        ),
+        Lookup::Nothing(shapes) => (
+            State::new(dag),
+            Source::Fallback(if shapes.is_empty() {
+                format!("{} is not tuned in {}", task.key().readable, path.display())
+            } else {
+                format!(
+                    "{} is not tuned in {} (tuned shapes: {})",
+                    task.key().readable,
+                    path.display(),
+                    shapes.join(", ")
+                )
+            }),
+        ),
+    })
 }
 
 fn compile(state: &State, args: &BenchArgs) -> Result<Kernel, CliError> {
@@ -33,7 +197,7 @@ fn compile(state: &State, args: &BenchArgs) -> Result<Kernel, CliError> {
     Ok(codegen::compile(
         &func,
         &CodegenOptions {
-            opt_level: args.opt_level,
+            opt_level: args.opt_level(),
             strict_fp: args.strict_fp,
             ..CodegenOptions::default()
         },
@@ -86,11 +250,37 @@ fn max_rel_error(got: &[f64], want: &[f64]) -> f64 {
 
 /// `tessera bench`.
 pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
-    let op = ops::find(args.op)?;
-    let shape = op.parse_shape(args.shape)?;
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "warning: this is a debug build of tessera; timings are not representative (build with --release)"
+        );
+    }
+    runtime::set_num_threads(args.threads());
+    let ghz = peak::measure_clock_ghz()?;
+    if let Some(path) = &args.suite {
+        return bench_suite(args, path, ghz);
+    }
+    let op = args.op.as_deref().unwrap_or_default();
+    let report = bench_one(args, op, &args.shape, ghz)?;
+    if args.json {
+        return Ok(format!("{report}\n"));
+    }
+    Ok(render(&report))
+}
+
+/// Benches one workload: the chosen schedule, verified against the
+/// default one, both timed, and the GEMM peers for matrix products.
+fn bench_one(
+    args: &BenchArgs,
+    op_name: &str,
+    shape_text: &str,
+    ghz: f64,
+) -> Result<Value, CliError> {
+    let op = ops::find(op_name)?;
+    let shape = op.parse_shape(shape_text)?;
     let dag = op.build(&shape)?;
-    let state = super::commands::load_state(&dag, args.schedule)?;
-    runtime::set_num_threads(args.threads);
+    let (state, source) = resolve(args, op.name, &shape.to_text(), &dag)?;
+    let threads = args.threads();
     let kernel = compile(&state, args)?;
     let baseline = compile(&State::new(&dag), args)?;
     let inputs: Vec<HostTensor> = dag
@@ -124,15 +314,9 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
         return Err(CliError::Verification { error, tolerance });
     }
     let flops = dag.flop_count() as f64;
-    if cfg!(debug_assertions) {
-        eprintln!(
-            "warning: this is a debug build of tessera; timings are not representative (build with --release)"
-        );
-    }
     let tuned = time_kernel(&kernel, &mut tuned_bufs, args.repeat)?;
     let untuned = time_kernel(&baseline, &mut base_bufs, args.repeat.min(3))?;
-    let ghz = peak::measure_clock_ghz()?;
-    let peak_gflops = peak::f32x4_fma_peak_gflops(ghz, args.threads);
+    let peak_gflops = peak::f32x4_fma_peak_gflops(ghz, threads);
     let gflops = flops / tuned.median() / 1e9;
     let get = |name: &str| {
         shape
@@ -148,74 +332,170 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
             .map_err(codegen::KernelError::from)?;
         let t = time(args.repeat, || matrixmultiply(&p, a, b, &mut c));
         peers.insert("matrixmultiply".into(), json!(flops / t.median() / 1e9));
-        let threads = args.threads;
         let t = time(args.repeat, || gemm_crate(&p, a, b, &mut c, threads));
         peers.insert("gemm".into(), json!(flops / t.median() / 1e9));
     }
-    let report = json!({
+    let default_gflops = flops / untuned.median() / 1e9;
+    let record_gflops = match &source {
+        Source::Tuned { record_gflops, .. } => json!(record_gflops),
+        _ => Value::Null,
+    };
+    Ok(json!({
         "op": op.name,
         "shape": shape.to_text(),
-        "threads": args.threads,
-        "opt_level": format!("{:?}", args.opt_level).to_lowercase(),
+        "workload": dag.workload_key().to_string(),
+        "threads": threads,
+        "opt_level": format!("{:?}", args.opt_level()).to_lowercase(),
         "strict_fp": args.strict_fp,
+        "source": source.label(),
+        "source_reason": source.reason(),
         "gflops": gflops,
+        "record_gflops": record_gflops,
         "median_ms": tuned.median() * 1e3,
         "min_ms": tuned.min() * 1e3,
         "clock_ghz": ghz,
         "peak_gflops": peak_gflops,
         "peak_fraction": gflops / peak_gflops,
         "compile_ms": kernel.compile_time().as_secs_f64() * 1e3,
-        "untuned_gflops": flops / untuned.median() / 1e9,
+        "default_gflops": default_gflops,
+        "untuned_gflops": default_gflops,
+        "tolerance": tolerance,
         "max_rel_error": error,
         "peers": peers,
-    });
-    if args.json {
-        return Ok(format!("{report}\n"));
-    }
+    }))
+}
+
+fn num(report: &Value, key: &str) -> f64 {
+    report[key].as_f64().unwrap_or(f64::NAN)
+}
+
+/// The text report of one [`bench_one`] result.
+fn render(report: &Value) -> String {
+    let gflops = num(report, "gflops");
+    let peak_gflops = num(report, "peak_gflops");
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} [{}], {} thread(s), opt_level {:?}",
-        op.name,
-        shape.to_text(),
-        args.threads,
-        args.opt_level
+        "{} [{}], {} thread(s), opt_level {}",
+        report["op"].as_str().unwrap_or_default(),
+        report["shape"].as_str().unwrap_or_default(),
+        report["threads"],
+        report["opt_level"].as_str().unwrap_or_default(),
     );
     let _ = writeln!(
         out,
-        "  verified against the untuned schedule: max rel. error {error:.2e} (tolerance {tolerance:.1e})"
+        "  schedule         {}: {}",
+        report["source"].as_str().unwrap_or_default(),
+        report["source_reason"].as_str().unwrap_or_default()
+    );
+    let _ = writeln!(
+        out,
+        "  verified against the default schedule: max rel. error {:.2e} (tolerance {:.1e})",
+        num(report, "max_rel_error"),
+        num(report, "tolerance")
     );
     let _ = writeln!(
         out,
         "  compile          {:8.2} ms",
-        kernel.compile_time().as_secs_f64() * 1e3
+        num(report, "compile_ms")
     );
     let _ = writeln!(
         out,
         "  time             {:8.3} ms median, {:.3} ms min",
-        tuned.median() * 1e3,
-        tuned.min() * 1e3
+        num(report, "median_ms"),
+        num(report, "min_ms")
     );
     let _ = writeln!(out, "  tuned            {gflops:8.2} GFLOP/s");
-    let _ = writeln!(
-        out,
-        "  peak f32x4 FMA   {peak_gflops:8.2} GFLOP/s = {ghz:.2} GHz (measured) x {} FMA/cycle x 4 lanes x 2 flops x {} core(s); fraction {:.1}%",
-        peak::FMA_PIPES,
-        args.threads,
-        100.0 * gflops / peak_gflops
-    );
-    let untuned_gflops = flops / untuned.median() / 1e9;
-    let _ = writeln!(
-        out,
-        "  untuned          {untuned_gflops:8.2} GFLOP/s (tuned is {:.1}x)",
-        gflops / untuned_gflops
-    );
-    for (name, value) in &peers {
-        let peer = value.as_f64().unwrap_or(f64::NAN);
+    if let Some(recorded) = report["record_gflops"].as_f64() {
         let _ = writeln!(
             out,
-            "  {name:<16} {peer:8.2} GFLOP/s (tuned / {name} = {:.2})",
-            gflops / peer
+            "  when tuned       {recorded:8.2} GFLOP/s (now / then = {:.2})",
+            gflops / recorded
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  peak f32x4 FMA   {peak_gflops:8.2} GFLOP/s = {:.2} GHz (measured) x {} FMA/cycle x 4 lanes x 2 flops x {} core(s); fraction {:.1}%",
+        num(report, "clock_ghz"),
+        peak::FMA_PIPES,
+        report["threads"],
+        100.0 * gflops / peak_gflops
+    );
+    let default_gflops = num(report, "default_gflops");
+    let _ = writeln!(
+        out,
+        "  default          {default_gflops:8.2} GFLOP/s (tuned is {:.1}x)",
+        gflops / default_gflops
+    );
+    if let Some(peers) = report["peers"].as_object() {
+        for (name, value) in peers {
+            let peer = value.as_f64().unwrap_or(f64::NAN);
+            let _ = writeln!(
+                out,
+                "  {name:<16} {peer:8.2} GFLOP/s (tuned / {name} = {:.2})",
+                gflops / peer
+            );
+        }
+    }
+    out
+}
+
+/// `tessera bench --suite FILE`: every workload, one table (or one JSON object).
+fn bench_suite(args: &BenchArgs, path: &Path, ghz: f64) -> Result<String, CliError> {
+    let suite = Suite::load(path)?;
+    let mut reports = Vec::new();
+    for w in &suite.workloads {
+        let mut report = bench_one(args, &w.op, &w.shape, ghz)?;
+        report["label"] = json!(w.label);
+        reports.push(report);
+    }
+    if args.json {
+        return Ok(format!(
+            "{}\n",
+            json!({"suite": suite.name, "threads": args.threads(), "workloads": reports})
+        ));
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "suite {} ({} workloads), {} thread(s)",
+        suite.name,
+        reports.len(),
+        args.threads()
+    );
+    let _ = writeln!(
+        out,
+        "{:<14} {:<48} {:>8} {:>9} {:>9} {:>8} {:>9} {:>8}",
+        "label", "workload", "source", "GFLOP/s", "default", "speedup", "recorded", "gemm"
+    );
+    for r in &reports {
+        let fmt = |v: f64| {
+            if v.is_finite() {
+                format!("{v:.2}")
+            } else {
+                "-".into()
+            }
+        };
+        let gflops = num(r, "gflops");
+        let _ = writeln!(
+            out,
+            "{:<14} {:<48} {:>8} {:>9} {:>9} {:>7.1}x {:>9} {:>8}",
+            r["label"].as_str().unwrap_or_default(),
+            r["workload"].as_str().unwrap_or_default(),
+            r["source"].as_str().unwrap_or_default(),
+            fmt(gflops),
+            fmt(num(r, "default_gflops")),
+            gflops / num(r, "default_gflops"),
+            fmt(num(r, "record_gflops")),
+            fmt(r["peers"]["gemm"].as_f64().unwrap_or(f64::NAN)),
+        );
+    }
+    for r in reports.iter().filter(|r| r["source"] == "fallback") {
+        let _ = writeln!(
+            out,
+            "  {}: {}",
+            r["label"].as_str().unwrap_or_default(),
+            r["source_reason"].as_str().unwrap_or_default()
         );
     }
     Ok(out)

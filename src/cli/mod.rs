@@ -5,6 +5,7 @@ mod bench;
 mod cache;
 mod commands;
 mod cost_model;
+mod deploy;
 mod device;
 mod error;
 mod measure;
@@ -41,33 +42,12 @@ enum Command {
         #[arg(long)]
         schedule: Option<std::path::PathBuf>,
     },
-    /// Compile a schedule, verify it, time it, and compare it with the
-    /// untuned schedule and (for matrix products) the matrixmultiply and gemm crates.
-    Bench {
-        /// The operator (see `tessera ops`).
-        op: String,
-        /// Shape parameters, e.g. `M=1024,N=1024,K=1024`.
-        #[arg(long, default_value = "")]
-        shape: String,
-        /// A JSON step list (default: the untuned schedule).
-        #[arg(long)]
-        schedule: Option<std::path::PathBuf>,
-        /// Threads for parallel loops (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Print one JSON object instead of text.
-        #[arg(long)]
-        json: bool,
-        /// Cranelift optimisation level.
-        #[arg(long, value_enum, default_value_t = OptArg::Speed)]
-        opt_level: OptArg,
-        /// Timing repeats.
-        #[arg(long, default_value_t = 7)]
-        repeat: usize,
-        /// Bit-stable floating point: no FMA contraction.
-        #[arg(long)]
-        strict_fp: bool,
-    },
+    /// Time the best cached (or deployed, or given) schedule, verified, against
+    /// the default schedule and (for matrix products) the matrixmultiply and gemm crates.
+    Bench(bench::BenchArgs),
+    /// Write the best schedule of each workload tuned on this device into
+    /// schedules/<device>/ (artifacts and index), optionally as object files.
+    Deploy(deploy::DeployArgs),
     /// Print this machine's device fingerprint (the key tuning records are stored under).
     Device {
         /// Print one JSON object instead of text.
@@ -87,13 +67,6 @@ enum Command {
     /// Serve measurement requests on stdin/stdout (started by the measurer).
     #[command(hide = true)]
     MeasureWorker,
-}
-
-/// `--opt-level` values.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum OptArg {
-    None,
-    Speed,
 }
 
 /// Runs the command line on the process arguments; returns the exit code.
@@ -130,28 +103,8 @@ where
             shape,
             schedule,
         } => commands::show(&op, &shape, schedule.as_deref()),
-        Command::Bench {
-            op,
-            shape,
-            schedule,
-            threads,
-            json,
-            opt_level,
-            repeat,
-            strict_fp,
-        } => bench::bench(&bench::BenchArgs {
-            op: &op,
-            shape: &shape,
-            schedule: schedule.as_deref(),
-            threads: threads.unwrap_or_else(crate::runtime::num_threads),
-            json,
-            opt_level: match opt_level {
-                OptArg::None => crate::codegen::OptLevel::None,
-                OptArg::Speed => crate::codegen::OptLevel::Speed,
-            },
-            repeat,
-            strict_fp,
-        }),
+        Command::Bench(args) => bench::bench(&args),
+        Command::Deploy(args) => deploy::deploy(&args),
     };
     match result {
         Ok(text) => {

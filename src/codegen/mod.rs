@@ -1,18 +1,21 @@
 //! Code generation: the loop IR compiled to native code with Cranelift
-//! (JIT), with register promotion of constant-indexed local buffers, FMA
+//! (JIT, or a relocatable object file for ahead-of-time deployment), with register promotion of constant-indexed local buffers, FMA
 //! contraction, unrolling and parallel loops on the runtime's thread pool.
 
 mod error;
 mod jit;
 mod kernel;
 pub(crate) mod math;
+mod object;
 mod options;
 pub mod peak;
 mod translate;
 
 pub use error::{CodegenError, KernelError};
-pub use jit::{compile, host_isa};
+pub use jit::{compile, host_isa, kernel_params};
 pub use kernel::{Kernel, KernelParam};
+pub(crate) use object::is_c_identifier;
+pub use object::{RUNTIME_IMPORTS, compile_object, object_target};
 pub use options::{CodegenOptions, OptLevel};
 
 /// Register promotion is tried for local buffers up to this many elements

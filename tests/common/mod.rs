@@ -2,7 +2,9 @@
 //! random inputs, and comparison with a tolerance scaled by reduction length.
 #![allow(dead_code)]
 
+use tessera::measure::{MeasureErrorKind, MeasureResult};
 use tessera::ops;
+use tessera::runtime::{DeviceDescription, host_device};
 use tessera::te::{self, ComputeDag, DType, ExprKind, HostTensor};
 
 /// Small, odd shapes for every registered op (with strides, padding,
@@ -238,4 +240,24 @@ pub fn assert_close(label: &str, got: &[HostTensor], want: &[HostTensor], reduct
             assert!(ok, "{label}: output {o}[{i}] = {a}, want {b} (tol {tol:e})");
         }
     }
+}
+
+/// A successful measurement of about `seconds` per run, taken at `timestamp`.
+pub fn ok_result(seconds: f64, timestamp: f64) -> MeasureResult {
+    MeasureResult {
+        costs: vec![seconds, seconds * 1.01, seconds * 0.99],
+        error_kind: MeasureErrorKind::None,
+        error_msg: String::new(),
+        build_secs: 0.001,
+        run_secs: 0.1,
+        max_rel_error: Some(1e-7),
+        timestamp,
+    }
+}
+
+/// A device that differs from this host only in one ISA feature.
+pub fn other_device() -> DeviceDescription {
+    let mut d = host_device().clone();
+    d.features.push("has_imaginary_feature".into());
+    d
 }

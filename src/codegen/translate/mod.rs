@@ -1,6 +1,7 @@
 //! Translation of one loop-IR function (or an outlined parallel loop body)
 //! into Cranelift IR.
 
+mod entry;
 mod expr;
 mod memory;
 mod parallel;
@@ -11,7 +12,6 @@ use std::collections::HashMap;
 
 use cranelift_codegen::ir::{AbiParam, FuncRef, InstBuilder, Type, Value, condcodes::IntCC, types};
 use cranelift_frontend::{FunctionBuilder, Variable};
-use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 
 use crate::te::DType;
@@ -20,13 +20,9 @@ use crate::tir::{BufferId, ForKind, PrimFunc, Stmt};
 use super::error::CodegenError;
 use super::math::Imports;
 use super::options::CodegenOptions;
+pub(crate) use entry::define_kernel;
 use memory::Storage;
 pub(crate) use value::Val;
-
-/// Storage for a buffer at `base` (an argument).
-pub(crate) fn memory_storage(base: Value) -> Storage {
-    Storage::Memory(base)
-}
 
 /// The Cranelift type holding a value of `dtype` (booleans are `i8` 0/1).
 pub(crate) fn clif_type(dtype: DType) -> Type {
@@ -41,8 +37,11 @@ pub(crate) fn clif_type(dtype: DType) -> Type {
 
 /// State shared by every function of one compilation.
 pub(crate) struct Shared<'m> {
-    pub module: &'m mut JITModule,
+    /// The module functions are declared and defined in (JIT or object).
+    pub module: &'m mut dyn Module,
     pub func: &'m PrimFunc,
+    /// Outlined functions are named `<prefix>_parallel<n>`.
+    pub prefix: &'m str,
     pub options: CodegenOptions,
     /// Host functions declared in the module, by symbol.
     pub declared: HashMap<&'static str, FuncId>,

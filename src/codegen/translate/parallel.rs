@@ -126,7 +126,7 @@ fn outline(
     dynamic: &[u64],
 ) -> Result<cranelift_module::FuncId, CodegenError> {
     shared.outlined += 1;
-    let name = format!("{}_parallel{}", shared.func.name, shared.outlined);
+    let name = format!("{}_parallel{}", shared.prefix, shared.outlined);
     let mut sig = shared.module.make_signature();
     sig.params.extend([AbiParam::new(types::I64); 4]);
     let id = shared

@@ -1,0 +1,217 @@
+//! The artifact file format: one JSON file per tuned workload in
+//! `schedules/<device>/`, plus an `index.json` per device folder.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::db::{DeviceInfo, TuningRecord, WorkloadInfo};
+use crate::runtime::DeviceKey;
+use crate::schedule::Step;
+
+use super::error::DeployError;
+
+/// The artifact format's version; loading refuses newer ones.
+pub const ARTIFACT_SCHEMA: i64 = 1;
+
+/// The index file of a device folder.
+pub const INDEX_FILE: &str = "index.json";
+
+/// One deployable tuned schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Artifact {
+    /// The artifact format's version.
+    pub schema: i64,
+    /// The tessera version that deployed it.
+    pub tessera_version: String,
+    /// The workload it was tuned for (key, readable form, canonical DAG).
+    pub workload: WorkloadInfo,
+    /// The device it was tuned on.
+    pub device: DeviceInfo,
+    /// The schedule.
+    pub steps: Vec<Step>,
+    /// GFLOP/s of the schedule's median measured cost.
+    pub gflops: f64,
+    /// The median measured cost in seconds.
+    pub median_secs: f64,
+    /// Candidates measured for this workload on this device when deployed.
+    pub trials: usize,
+    /// When the schedule was measured (Unix seconds).
+    pub measured_at: f64,
+    /// When the artifact was written (RFC 3339, UTC).
+    pub deployed_at: String,
+}
+
+impl Artifact {
+    /// The artifact of `record`, the best of `trials` measured candidates.
+    pub fn from_record(record: &TuningRecord, trials: usize) -> Option<Artifact> {
+        let median_secs = record.result.median()?;
+        Some(Artifact {
+            schema: ARTIFACT_SCHEMA,
+            tessera_version: env!("CARGO_PKG_VERSION").to_string(),
+            workload: record.workload.clone(),
+            device: record.device.clone(),
+            steps: record.steps.clone(),
+            gflops: record.gflops()?,
+            median_secs,
+            trials,
+            measured_at: record.result.timestamp,
+            deployed_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                .to_string(),
+        })
+    }
+
+    /// Reads and checks an artifact file.
+    pub fn read(path: &Path) -> Result<Artifact, DeployError> {
+        let text = std::fs::read_to_string(path).map_err(DeployError::io(path))?;
+        let bad = |reason: String| DeployError::BadFile {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let artifact: Artifact =
+            serde_json::from_str(&text).map_err(|e| bad(format!("not a tessera artifact: {e}")))?;
+        if artifact.schema < 1 || artifact.schema > ARTIFACT_SCHEMA {
+            return Err(bad(format!(
+                "artifact schema {} is not one this tessera reads (1..={ARTIFACT_SCHEMA})",
+                artifact.schema
+            )));
+        }
+        if !(artifact.gflops.is_finite() && artifact.median_secs > 0.0) {
+            return Err(bad("measured cost is not a positive number".into()));
+        }
+        Ok(artifact)
+    }
+}
+
+/// One line of a device folder's index.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexEntry {
+    /// The workload key's hash.
+    pub workload_key: String,
+    /// Its readable form.
+    pub readable: String,
+    /// The artifact's file name inside the device folder.
+    pub file: String,
+    /// The artifact's GFLOP/s.
+    pub gflops: f64,
+}
+
+/// A device folder's `index.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Index {
+    /// The artifact format's version.
+    pub schema: i64,
+    /// The device key's hash.
+    pub device_key: String,
+    /// The device's readable name.
+    pub device: String,
+    /// The artifacts, sorted by readable workload name.
+    pub artifacts: Vec<IndexEntry>,
+}
+
+impl Index {
+    /// An empty index for `device`.
+    pub fn new(device: &DeviceKey) -> Index {
+        Index {
+            schema: ARTIFACT_SCHEMA,
+            device_key: device.hash.clone(),
+            device: device.readable.clone(),
+            artifacts: Vec::new(),
+        }
+    }
+
+    /// Reads and checks an index file.
+    pub fn read(path: &Path) -> Result<Index, DeployError> {
+        let text = std::fs::read_to_string(path).map_err(DeployError::io(path))?;
+        let index: Index = serde_json::from_str(&text).map_err(|e| DeployError::BadFile {
+            path: path.to_path_buf(),
+            reason: format!("not a tessera schedules index: {e}"),
+        })?;
+        if index.schema < 1 || index.schema > ARTIFACT_SCHEMA {
+            return Err(DeployError::BadFile {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "index schema {} is not one this tessera reads (1..={ARTIFACT_SCHEMA})",
+                    index.schema
+                ),
+            });
+        }
+        Ok(index)
+    }
+
+    /// The entry of a workload key hash.
+    pub fn entry(&self, workload_key: &str) -> Option<&IndexEntry> {
+        self.artifacts
+            .iter()
+            .find(|e| e.workload_key == workload_key)
+    }
+
+    /// Adds or replaces the entry of its workload, keeping the order.
+    pub fn upsert(&mut self, entry: IndexEntry) {
+        self.artifacts
+            .retain(|e| e.workload_key != entry.workload_key);
+        self.artifacts.push(entry);
+        self.artifacts
+            .sort_by(|a, b| (&a.readable, &a.workload_key).cmp(&(&b.readable, &b.workload_key)));
+    }
+}
+
+/// The folder of `device` under the schedules root: `<readable>-<hash12>`.
+pub fn device_dir(root: &Path, device: &DeviceKey) -> PathBuf {
+    root.join(format!("{}-{}", device.readable, device.short_hash()))
+}
+
+/// The artifact file name of a workload: its readable form made
+/// filesystem-safe, then 12 hex digits of its key.
+pub fn artifact_file_name(workload: &WorkloadInfo) -> String {
+    let mut safe = String::new();
+    for c in workload.readable.chars() {
+        match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '-' => safe.push(c),
+            '=' => {}
+            _ if !safe.ends_with('_') => safe.push('_'),
+            _ => {}
+        }
+    }
+    let safe = safe.trim_matches('_');
+    let short = workload.key.get(..12).unwrap_or(&workload.key);
+    format!("{safe}-{short}.json")
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder,
+/// so that readers see the old file or the new one, never half of one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DeployError> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(DeployError::io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        DeployError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn artifact_file_names_are_readable_and_safe() {
+        let workload = WorkloadInfo {
+            key: "1aece7e786b4ffff".into(),
+            readable: "matmul[M=512,N=512,K=512,f32]".into(),
+            op: Some("matmul".into()),
+            shape: Some("M=512,N=512,K=512".into()),
+            flops: 1,
+            canonical: String::new(),
+        };
+        assert_eq!(
+            artifact_file_name(&workload),
+            "matmul_M512_N512_K512_f32-1aece7e786b4.json"
+        );
+    }
+}

@@ -1,0 +1,361 @@
+//! Loading tuned kernels: `Library::open("schedules")?.kernel(&dag)?` picks
+//! the artifact of this device and this exact workload, checks it by
+//! replay, compiles it once and says plainly when it had to fall back to
+//! the default schedule, and why.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use crate::codegen::{self, CodegenOptions, Kernel};
+use crate::runtime::{DeviceDescription, DeviceKey, host_device};
+use crate::schedule::State;
+use crate::te::ComputeDag;
+
+use super::artifact::{Artifact, INDEX_FILE, Index, device_dir};
+use super::error::DeployError;
+
+/// Why a kernel is the default schedule rather than a tuned one.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FallbackReason {
+    /// The library has no folder for this device.
+    NoArtifactsForDevice {
+        /// This device.
+        device: String,
+        /// The device folders the library does have.
+        available: Vec<String>,
+    },
+    /// This device has no artifact for this workload.
+    NoArtifact {
+        /// The workload asked for.
+        workload: String,
+        /// Workloads of the same operator that are tuned (other shapes).
+        other_shapes: Vec<String>,
+    },
+    /// An artifact for this operator and shape exists but was tuned for a
+    /// different definition of it, or no longer replays on it.
+    Stale {
+        /// The artifact file.
+        path: PathBuf,
+        /// What differs.
+        reason: String,
+    },
+    /// The artifact or index file cannot be read as one.
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl fmt::Display for FallbackReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FallbackReason::NoArtifactsForDevice { device, available } => {
+                write!(f, "no tuned schedules for this device ({device})")?;
+                if available.is_empty() {
+                    write!(f, "; the library is empty")
+                } else {
+                    write!(f, "; the library has: {}", available.join(", "))
+                }?;
+                write!(f, " — tune on this machine, then `tessera deploy`")
+            }
+            FallbackReason::NoArtifact {
+                workload,
+                other_shapes,
+            } => {
+                write!(f, "no tuned schedule for {workload} on this device")?;
+                if !other_shapes.is_empty() {
+                    write!(f, " (tuned shapes: {})", other_shapes.join(", "))?;
+                }
+                write!(
+                    f,
+                    " — run `tessera tune` for this shape, then `tessera deploy`"
+                )
+            }
+            FallbackReason::Stale { path, reason } => write!(
+                f,
+                "stale artifact {}: {reason} — tune again and redeploy",
+                path.display()
+            ),
+            FallbackReason::Corrupt { path, reason } => write!(
+                f,
+                "unreadable artifact {}: {reason} — redeploy it with `tessera deploy`",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// Where a loaded kernel's schedule came from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KernelSource {
+    /// The tuned artifact.
+    Tuned {
+        /// The artifact.
+        artifact: Box<Artifact>,
+        /// Its file.
+        path: PathBuf,
+    },
+    /// The default schedule, and why.
+    Fallback(FallbackReason),
+}
+
+impl KernelSource {
+    /// `tuned` or `fallback`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            KernelSource::Tuned { .. } => "tuned",
+            KernelSource::Fallback(_) => "fallback",
+        }
+    }
+}
+
+impl fmt::Display for KernelSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelSource::Tuned { artifact, path } => write!(
+                f,
+                "tuned: {} ({:.2} GFLOP/s when measured, {} trials)",
+                path.display(),
+                artifact.gflops,
+                artifact.trials
+            ),
+            KernelSource::Fallback(reason) => {
+                write!(f, "fallback to the default schedule: {reason}")
+            }
+        }
+    }
+}
+
+/// A compiled kernel and where its schedule came from.
+pub struct LoadedKernel {
+    /// The kernel (shared with the library's cache).
+    pub kernel: Rc<Kernel>,
+    /// Tuned, or fallback with the reason.
+    pub source: KernelSource,
+}
+
+impl LoadedKernel {
+    /// Whether the kernel runs the tuned schedule.
+    pub fn is_tuned(&self) -> bool {
+        matches!(self.source, KernelSource::Tuned { .. })
+    }
+}
+
+/// The schedule a DAG resolves to, before compiling.
+pub enum Resolution {
+    /// The tuned schedule, replayed.
+    Tuned {
+        /// The artifact.
+        artifact: Box<Artifact>,
+        /// Its file.
+        path: PathBuf,
+        /// The replayed state.
+        state: Box<State>,
+    },
+    /// The default schedule, and why.
+    Fallback(FallbackReason),
+}
+
+enum Folder {
+    Ready { dir: PathBuf, index: Index },
+    Missing { available: Vec<String> },
+    BadIndex { path: PathBuf, reason: String },
+}
+
+/// Compiled kernels by (workload key hash, tuned).
+type KernelCache = RefCell<HashMap<(String, bool), (Rc<Kernel>, KernelSource)>>;
+
+/// The tuned schedules of one device, loaded from a schedules folder.
+pub struct Library {
+    device: DeviceKey,
+    folder: Folder,
+    options: CodegenOptions,
+    kernels: KernelCache,
+}
+
+impl Library {
+    /// The library of this machine in `root` (e.g. `schedules/`).
+    pub fn open(root: impl AsRef<Path>) -> Result<Library, DeployError> {
+        Library::open_for(root, host_device())
+    }
+
+    /// The library of `device` in `root`.
+    pub fn open_for(
+        root: impl AsRef<Path>,
+        device: &DeviceDescription,
+    ) -> Result<Library, DeployError> {
+        let root = root.as_ref();
+        if !root.is_dir() {
+            return Err(DeployError::NoLibrary(root.to_path_buf()));
+        }
+        let key = device.key();
+        let dir = device_dir(root, &key);
+        let index_path = dir.join(INDEX_FILE);
+        let folder = if !index_path.is_file() {
+            let mut available: Vec<String> = std::fs::read_dir(root)
+                .map_err(DeployError::io(root))?
+                .filter_map(|e| e.ok())
+                .filter(|e| e.path().join(INDEX_FILE).is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            available.sort();
+            Folder::Missing { available }
+        } else {
+            match Index::read(&index_path) {
+                Ok(index) if index.device_key == key.hash => Folder::Ready { dir, index },
+                Ok(index) => Folder::BadIndex {
+                    path: index_path,
+                    reason: format!(
+                        "it lists device {} but sits in this device's folder",
+                        index.device
+                    ),
+                },
+                Err(e) => Folder::BadIndex {
+                    path: index_path,
+                    reason: e.to_string(),
+                },
+            }
+        };
+        Ok(Library {
+            device: key,
+            folder,
+            options: CodegenOptions::default(),
+            kernels: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// The device this library serves.
+    pub fn device(&self) -> &DeviceKey {
+        &self.device
+    }
+
+    /// Which schedule `dag` gets, without compiling it.
+    pub fn resolve(&self, dag: &ComputeDag) -> Resolution {
+        let (dir, index) = match &self.folder {
+            Folder::Ready { dir, index } => (dir, index),
+            Folder::Missing { available } => {
+                return Resolution::Fallback(FallbackReason::NoArtifactsForDevice {
+                    device: self.device.to_string(),
+                    available: available.clone(),
+                });
+            }
+            Folder::BadIndex { path, reason } => {
+                return Resolution::Fallback(FallbackReason::Corrupt {
+                    path: path.clone(),
+                    reason: reason.clone(),
+                });
+            }
+        };
+        let key = dag.workload_key();
+        let Some(entry) = index.entry(&key.hash) else {
+            if let Some(same) = index.artifacts.iter().find(|e| e.readable == key.readable) {
+                return Resolution::Fallback(FallbackReason::Stale {
+                    path: dir.join(&same.file),
+                    reason: format!(
+                        "tuned for another definition of {} (workload key {} there, {} now)",
+                        key.readable,
+                        same.workload_key.get(..12).unwrap_or(&same.workload_key),
+                        key.short_hash()
+                    ),
+                });
+            }
+            let op = op_of(&key.readable);
+            return Resolution::Fallback(FallbackReason::NoArtifact {
+                workload: key.readable.clone(),
+                other_shapes: index
+                    .artifacts
+                    .iter()
+                    .filter(|e| op_of(&e.readable) == op)
+                    .map(|e| e.readable.clone())
+                    .collect(),
+            });
+        };
+        let path = dir.join(&entry.file);
+        let corrupt = |reason: String| {
+            Resolution::Fallback(FallbackReason::Corrupt {
+                path: path.clone(),
+                reason,
+            })
+        };
+        let artifact = match Artifact::read(&path) {
+            Ok(a) => a,
+            Err(DeployError::BadFile { reason, .. }) => return corrupt(reason),
+            Err(e) => return corrupt(e.to_string()),
+        };
+        if artifact.workload.key != key.hash || artifact.device.key != self.device.hash {
+            return corrupt(format!(
+                "it is the artifact of {} on {}, not of its index entry",
+                artifact.workload.readable, artifact.device.readable
+            ));
+        }
+        match State::replay(dag, &artifact.steps) {
+            Ok(state) => Resolution::Tuned {
+                artifact: Box::new(artifact),
+                path,
+                state: Box::new(state),
+            },
+            Err(e) => Resolution::Fallback(FallbackReason::Stale {
+                path,
+                reason: format!("its schedule no longer applies: {e}"),
+            }),
+        }
+    }
+
+    /// The kernel of `dag`: the tuned schedule when this device has a valid
+    /// artifact for exactly this workload, else the default schedule with
+    /// the reason. Each is compiled once and then shared.
+    pub fn kernel(&self, dag: &ComputeDag) -> Result<LoadedKernel, DeployError> {
+        let hash = dag.workload_key().hash;
+        let (state, source) = match self.resolve(dag) {
+            Resolution::Tuned {
+                artifact,
+                path,
+                state,
+            } => (*state, KernelSource::Tuned { artifact, path }),
+            Resolution::Fallback(reason) => (State::new(dag), KernelSource::Fallback(reason)),
+        };
+        let tuned = matches!(source, KernelSource::Tuned { .. });
+        if let Some((kernel, source)) = self.kernels.borrow().get(&(hash.clone(), tuned)) {
+            return Ok(LoadedKernel {
+                kernel: kernel.clone(),
+                source: source.clone(),
+            });
+        }
+        let compiled = crate::tir::lower(&state)
+            .map_err(DeployError::from)
+            .and_then(|f| codegen::compile(&f, &self.options).map_err(DeployError::from));
+        let (kernel, source) = match (compiled, source) {
+            (Ok(kernel), source) => (Rc::new(kernel), source),
+            // A tuned schedule that no longer compiles is stale, not fatal.
+            (Err(e), KernelSource::Tuned { path, .. }) => {
+                let func = crate::tir::lower(&State::new(dag))?;
+                let kernel = Rc::new(codegen::compile(&func, &self.options)?);
+                let source = KernelSource::Fallback(FallbackReason::Stale {
+                    path,
+                    reason: e.to_string(),
+                });
+                (kernel, source)
+            }
+            (Err(e), KernelSource::Fallback(_)) => return Err(e),
+        };
+        self.kernels
+            .borrow_mut()
+            .insert((hash, tuned), (kernel.clone(), source.clone()));
+        Ok(LoadedKernel { kernel, source })
+    }
+
+    /// How many kernels have been compiled so far.
+    pub fn compiled(&self) -> usize {
+        self.kernels.borrow().len()
+    }
+}
+
+/// The operator part of a readable workload name (`matmul` of `matmul[…]`).
+fn op_of(readable: &str) -> &str {
+    readable.split('[').next().unwrap_or(readable)
+}

@@ -1,0 +1,18 @@
+//! Deployment: tuned schedules out of the cache into artifacts
+//! (`schedules/<device>/<workload>.json`), loaded back and compiled without
+//! searching, or compiled ahead of time into object files.
+
+mod ahead;
+pub mod aot;
+mod artifact;
+mod error;
+mod export;
+mod library;
+
+pub use ahead::{AOT_DIR, AotWorkload, aot_symbol, compile_deployed};
+pub use artifact::{
+    ARTIFACT_SCHEMA, Artifact, INDEX_FILE, Index, IndexEntry, artifact_file_name, device_dir,
+};
+pub use error::DeployError;
+pub use export::{DeployOptions, DeployOutcome, DeployReport, DeployedWorkload, deploy};
+pub use library::{FallbackReason, KernelSource, Library, LoadedKernel, Resolution};

@@ -1,0 +1,433 @@
+//! Ahead-of-time kernels: `deploy::aot::write_aot` writes an object file, a
+//! C header and the C runtime; the system C compiler links them into a
+//! program that calls the kernel, and the program's results are checked
+//! (against a naive C loop, and against the JIT kernel).
+//!
+//! These tests need the system C compiler `cc`; without it they fail.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tessera::codegen::{self, CodegenOptions};
+use tessera::deploy::aot::{AotError, RUNTIME_FILE, write_aot};
+use tessera::ops;
+use tessera::schedule::{Annotation, State, Step, steps_from_json};
+use tessera::te::{self, ComputeDag, DType, HostData, HostTensor};
+use tessera::tir::{self, ForKind, PrimFunc, Stmt};
+
+/// A fresh folder under the system temp folder, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = std::env::temp_dir().join(format!(
+            "tessera-aot-{label}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&path).expect("create the temporary folder");
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // TESSERA_AOT_KEEP=1 keeps the files for inspection.
+        if std::env::var_os("TESSERA_AOT_KEEP").is_some() {
+            eprintln!("kept {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Runs `command`, failing the test clearly when it cannot be started.
+fn run(command: &mut Command, what: &str) -> Output {
+    command.output().unwrap_or_else(|e| {
+        panic!(
+            "cannot run {what} ({:?}): {e}. These tests need the system C compiler \
+             `cc` (install gcc or clang).",
+            command.get_program()
+        )
+    })
+}
+
+/// Compiles and links a C program with `cc`, warnings as errors.
+fn cc(dir: &Path, sources: &[&Path], output: &Path) {
+    let mut command = Command::new("cc");
+    command
+        .args(["-O2", "-Wall", "-Werror", "-I"])
+        .arg(dir)
+        .args(sources)
+        .args(["-lm", "-lpthread", "-o"])
+        .arg(output);
+    let out = run(&mut command, "the C compiler");
+    assert!(
+        out.status.success(),
+        "cc failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Whether `func` has a loop of `kind`.
+fn has_loop(func: &PrimFunc, kind: ForKind) -> bool {
+    let mut found = false;
+    func.body.visit(&mut |s| {
+        if let Stmt::For { kind: k, .. } = s {
+            found |= *k == kind;
+        }
+    });
+    found
+}
+
+/// Whether the object file names `symbol` (defined or imported).
+fn mentions(object: &[u8], symbol: &str) -> bool {
+    let mut needle = symbol.as_bytes().to_vec();
+    needle.push(0);
+    object.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The matmul at `shape` with the committed tiled schedule (parallel outer
+/// loop, vectorized inner loops, a cached tile of B).
+fn tiled_matmul(shape: &str) -> (ComputeDag, PrimFunc) {
+    let spec = ops::find("matmul").expect("matmul is registered");
+    let shape = spec.parse_shape(shape).expect("matmul shape");
+    let dag = spec.build(&shape).expect("matmul builds");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/schedules/matmul_tiled.json");
+    let text = std::fs::read_to_string(&path).expect("read matmul_tiled.json");
+    let steps = steps_from_json(&text).expect("matmul_tiled.json parses");
+    let state = State::replay(&dag, &steps).expect("the schedule replays");
+    let func = tir::lower(&state).expect("the schedule lowers");
+    (dag, func)
+}
+
+#[test]
+fn aot_matmul_links_and_matches_a_naive_loop() {
+    // K = 520: the 520×16 tile of B (33 KB) is heap-allocated in each
+    // parallel chunk, so the object also calls tessera_alloc/tessera_free.
+    let (dag, func) = tiled_matmul("M=96,N=80,K=520");
+    assert!(
+        has_loop(&func, ForKind::Parallel),
+        "a parallel loop:\n{func}"
+    );
+    assert!(
+        has_loop(&func, ForKind::Vectorized),
+        "a vector loop:\n{func}"
+    );
+    let dir = TempDir::new("matmul");
+    let description = dag.workload_key().to_string();
+    let files = write_aot(
+        &func,
+        "matmul",
+        &description,
+        &dir.0,
+        &CodegenOptions::default(),
+    )
+    .expect("write_aot");
+    assert_eq!(files.object, dir.0.join("matmul.o"));
+    assert_eq!(files.header, dir.0.join("matmul.h"));
+    assert_eq!(files.runtime, dir.0.join(RUNTIME_FILE));
+
+    let object = std::fs::read(&files.object).expect("read the object");
+    assert_eq!(&object[..4], b"\x7fELF", "an ELF object");
+    for symbol in [
+        "matmul",
+        "tessera_parallel_for",
+        "tessera_alloc",
+        "tessera_free",
+    ] {
+        assert!(mentions(&object, symbol), "the object lacks {symbol}");
+    }
+    let header = std::fs::read_to_string(&files.header).expect("read the header");
+    for line in [
+        "#ifndef TESSERA_MATMUL_H",
+        "#include <stdint.h>",
+        "#define MATMUL_A_DIM0 96",
+        "#define MATMUL_A_DIM1 520",
+        "#define MATMUL_B_DIM1 80",
+        "#define MATMUL_C_SIZE 7680",
+        "void matmul(void **args);",
+        "static inline void matmul_call(const float *A, const float *B, float *C) {",
+        &description,
+    ] {
+        assert!(
+            header.contains(line),
+            "the header lacks {line:?}:\n{header}"
+        );
+    }
+    // The runtime alone compiles without warnings.
+    let runtime_object = dir.0.join("runtime.o");
+    let out = run(
+        Command::new("cc")
+            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-c"])
+            .arg(&files.runtime)
+            .arg("-o")
+            .arg(&runtime_object),
+        "the C compiler",
+    );
+    assert!(
+        out.status.success(),
+        "{RUNTIME_FILE}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let main = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/aot/main.c");
+    let program = dir.0.join("matmul_aot");
+    cc(&dir.0, &[&main, &files.runtime, &files.object], &program);
+    // One thread, an uneven split over 3 threads, and the machine's default.
+    for threads in [Some("1"), Some("3"), None] {
+        let mut command = Command::new(&program);
+        match threads {
+            Some(n) => command.env("TESSERA_THREADS", n),
+            None => command.env_remove("TESSERA_THREADS"),
+        };
+        let out = run(&mut command, "the linked program");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "threads {threads:?}: {}\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("max error") && stdout.trim_end().ends_with("OK"),
+            "{stdout}"
+        );
+    }
+}
+
+/// Elementwise f64 math that tessera implements by calling host functions
+/// (exp, log, tanh, sigmoid, erf, pow in f64; pow in f32). No registered op
+/// uses them (the registry is f32, where the others are inlined), so the
+/// test builds its own.
+fn math_dag(rows: i64, cols: i64) -> ComputeDag {
+    let x = te::placeholder("x", &[rows, cols], DType::F64);
+    let y = te::placeholder("y", &[rows, cols], DType::F64);
+    let u = te::placeholder("u", &[rows, cols], DType::F32);
+    let v = te::placeholder("v", &[rows, cols], DType::F32);
+    let p = te::compute("p", &[rows, cols], |ix| {
+        let (xv, yv) = (x.at([&ix[0], &ix[1]]), y.at([&ix[0], &ix[1]]));
+        te::exp(xv.clone()) * te::tanh(yv.clone())
+            + te::log(yv.clone())
+            + te::sigmoid(xv.clone())
+            + te::erf(xv.clone())
+            + te::pow(yv, xv)
+    });
+    let q = te::compute("q", &[rows, cols], |ix| {
+        te::pow(u.at([&ix[0], &ix[1]]), v.at([&ix[0], &ix[1]]))
+    });
+    ComputeDag::new(&[x, y, u, v], &[p, q]).expect("the math DAG is valid")
+}
+
+/// The C program for the math kernel: reads the inputs from argv[1], calls
+/// the kernel, writes the outputs to argv[2].
+const MATH_MAIN: &str = r#"#include <stdio.h>
+#include "mathk.h"
+
+static double x[MATHK_X_SIZE], y[MATHK_Y_SIZE], p[MATHK_P_SIZE];
+static float u[MATHK_U_SIZE], v[MATHK_V_SIZE], q[MATHK_Q_SIZE];
+
+int main(int argc, char **argv) {
+  if (argc != 3) return 2;
+  FILE *in = fopen(argv[1], "rb");
+  if (in == NULL) return 3;
+  int ok = fread(x, sizeof x[0], MATHK_X_SIZE, in) == MATHK_X_SIZE &&
+           fread(y, sizeof y[0], MATHK_Y_SIZE, in) == MATHK_Y_SIZE &&
+           fread(u, sizeof u[0], MATHK_U_SIZE, in) == MATHK_U_SIZE &&
+           fread(v, sizeof v[0], MATHK_V_SIZE, in) == MATHK_V_SIZE;
+  fclose(in);
+  if (!ok) return 4;
+  mathk_call(x, y, u, v, p, q);
+  FILE *out = fopen(argv[2], "wb");
+  if (out == NULL) return 5;
+  ok = fwrite(p, sizeof p[0], MATHK_P_SIZE, out) == MATHK_P_SIZE &&
+       fwrite(q, sizeof q[0], MATHK_Q_SIZE, out) == MATHK_Q_SIZE;
+  return fclose(out) == 0 && ok ? 0 : 6;
+}
+"#;
+
+fn f64_tensor(shape: &[usize], f: impl Fn(usize) -> f64) -> HostTensor {
+    let n = shape.iter().product();
+    HostTensor::new(shape, HostData::F64((0..n).map(f).collect())).expect("f64 tensor")
+}
+
+fn f32_tensor(shape: &[usize], f: impl Fn(usize) -> f32) -> HostTensor {
+    let n = shape.iter().product();
+    HostTensor::new(shape, HostData::F32((0..n).map(f).collect())).expect("f32 tensor")
+}
+
+#[test]
+fn aot_math_kernel_links_host_functions_and_matches_the_jit() {
+    let (rows, cols) = (7usize, 12usize);
+    let dag = math_dag(rows as i64, cols as i64);
+    let mut state = State::new(&dag);
+    for step in [
+        Step::Split {
+            stage: "p".into(),
+            iter: "i1".into(),
+            factors: vec![4],
+        },
+        Step::Annotate {
+            stage: "p".into(),
+            iter: "i1.1".into(),
+            annotation: Annotation::Vectorize,
+        },
+        Step::Annotate {
+            stage: "p".into(),
+            iter: "i0".into(),
+            annotation: Annotation::Parallel,
+        },
+    ] {
+        state.apply(step).expect("the math schedule applies");
+    }
+    let func = tir::lower(&state).expect("the math DAG lowers");
+    assert!(
+        has_loop(&func, ForKind::Parallel),
+        "a parallel loop:\n{func}"
+    );
+    assert!(
+        has_loop(&func, ForKind::Vectorized),
+        "a vector loop:\n{func}"
+    );
+    let names: Vec<String> = codegen::kernel_params(&func)
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, ["x", "y", "u", "v", "p", "q"]);
+
+    let dir = TempDir::new("math");
+    let files = write_aot(
+        &func,
+        "mathk",
+        "f64 math (exp log tanh sigmoid erf pow) and f32 pow",
+        &dir.0,
+        &CodegenOptions::default(),
+    )
+    .expect("write_aot");
+    let object = std::fs::read(&files.object).expect("read the object");
+    for symbol in [
+        "tessera_parallel_for",
+        "tessera_exp_f64",
+        "tessera_log_f64",
+        "tessera_tanh_f64",
+        "tessera_sigmoid_f64",
+        "tessera_erf_f64",
+        "tessera_pow_f64",
+        "tessera_pow_f32",
+    ] {
+        assert!(mentions(&object, symbol), "the object lacks {symbol}");
+    }
+
+    // Inputs: x in [-3, 3], y in [0.5, 3] (log and pow need y > 0), u in
+    // [0.1, 2], v in [-2, 2].
+    let shape = [rows, cols];
+    let n = rows * cols;
+    let t = |i: usize| ((i * 37) % n) as f64 / (n - 1) as f64;
+    let inputs = [
+        f64_tensor(&shape, |i| -3.0 + 6.0 * t(i)),
+        f64_tensor(&shape, |i| 0.5 + 2.5 * t(i * 5 + 1)),
+        f32_tensor(&shape, |i| (0.1 + 1.9 * t(i * 3 + 2)) as f32),
+        f32_tensor(&shape, |i| (-2.0 + 4.0 * t(i * 7 + 3)) as f32),
+    ];
+    let mut bytes = Vec::new();
+    for input in &inputs {
+        match input.data() {
+            HostData::F64(v) => v.iter().for_each(|a| bytes.extend(a.to_ne_bytes())),
+            HostData::F32(v) => v.iter().for_each(|a| bytes.extend(a.to_ne_bytes())),
+            other => panic!("unexpected input data {other:?}"),
+        }
+    }
+    let input_file = dir.0.join("inputs.bin");
+    let output_file = dir.0.join("outputs.bin");
+    std::fs::write(&input_file, &bytes).expect("write the inputs");
+    let main = dir.0.join("main.c");
+    std::fs::write(&main, MATH_MAIN).expect("write main.c");
+    let program = dir.0.join("math_aot");
+    cc(&dir.0, &[&main, &files.runtime, &files.object], &program);
+    let out = run(
+        Command::new(&program)
+            .env("TESSERA_THREADS", "3")
+            .arg(&input_file)
+            .arg(&output_file),
+        "the linked program",
+    );
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let produced = std::fs::read(&output_file).expect("read the outputs");
+    assert_eq!(produced.len(), n * 8 + n * 4, "p (f64) then q (f32)");
+    let c_p: Vec<f64> = produced[..n * 8]
+        .chunks_exact(8)
+        .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")))
+        .collect();
+    let c_q: Vec<f32> = produced[n * 8..]
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+
+    let kernel = codegen::compile(&func, &CodegenOptions::default()).expect("JIT compile");
+    let jit = kernel.run_host(&inputs).expect("JIT run");
+    let (HostData::F64(jit_p), HostData::F32(jit_q)) = (jit[0].data(), jit[1].data()) else {
+        panic!("unexpected JIT output types");
+    };
+    // Same generated code; the host math differs only where the C library's
+    // erf differs from the Rust one (an ulp or so).
+    let mut max_p = 0.0f64;
+    for (i, (c, j)) in c_p.iter().zip(jit_p).enumerate() {
+        let error = (c - j).abs() / j.abs().max(1.0);
+        assert!(error <= 1e-13, "p[{i}]: C {c}, JIT {j}");
+        max_p = max_p.max(error);
+    }
+    let mut max_q = 0.0f32;
+    for (i, (c, j)) in c_q.iter().zip(jit_q).enumerate() {
+        let error = (c - j).abs() / j.abs().max(1.0);
+        assert!(error <= 1e-6, "q[{i}]: C {c}, JIT {j}");
+        max_q = max_q.max(error);
+    }
+    eprintln!("C vs JIT: max relative error p {max_p:e}, q {max_q:e}");
+}
+
+#[test]
+fn aot_errors_name_the_path_and_leave_nothing_behind() {
+    let (_, func) = tiled_matmul("M=8,N=16,K=4");
+    let dir = TempDir::new("errors");
+    // A file where the output folder should be.
+    let blocker = dir.0.join("blocker");
+    std::fs::write(&blocker, b"not a folder").expect("write the blocker");
+    let target = blocker.join("out");
+    let err = write_aot(&func, "k", "", &target, &CodegenOptions::default())
+        .expect_err("a file is in the way");
+    assert!(matches!(err, AotError::Io { .. }), "{err}");
+    assert!(
+        err.to_string().contains(&blocker.display().to_string()),
+        "the message names the path: {err}"
+    );
+    // A symbol that is not a C identifier is refused before anything is written.
+    let out = dir.0.join("out");
+    let err = write_aot(&func, "my-kernel", "", &out, &CodegenOptions::default())
+        .expect_err("a dash is not allowed");
+    assert!(matches!(err, AotError::InvalidSymbol(_)), "{err}");
+    assert!(!out.exists());
+    // Writing twice replaces the files and leaves no temporary ones.
+    for _ in 0..2 {
+        write_aot(&func, "k", "", &out, &CodegenOptions::default()).expect("write_aot");
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .expect("list the folder")
+        .map(|e| {
+            e.expect("folder entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, ["k.h", "k.o", RUNTIME_FILE]);
+}
