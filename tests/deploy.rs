@@ -446,3 +446,27 @@ fn bench_suite_tables_every_workload_with_its_source() {
         "{table}"
     );
 }
+
+#[test]
+fn a_users_own_definition_of_the_workload_loads_the_tuned_schedule() {
+    use tessera::te::{self, ComputeDag, DType};
+    let dir = temp_dir("own-names");
+    let (db, task) = tuned_db(&dir);
+    let out = dir.join("schedules");
+    deploy_to(&db, &out, host_device());
+    // The same matmul with every tensor and the reduction axis named differently.
+    let lhs = te::placeholder("lhs", &[64, 64], DType::F32);
+    let rhs = te::placeholder("rhs", &[64, 64], DType::F32);
+    let r = te::reduce_axis(64, "r");
+    let prod = te::compute("prod", &[64, 64], |ix| {
+        te::sum(lhs.at([&ix[0], &r]) * rhs.at([&r, &ix[1]]), [&r])
+    });
+    let dag = ComputeDag::new(&[lhs, rhs], &[prod]).expect("dag");
+    assert_eq!(dag.workload_key().hash, task.key().hash);
+    let library = Library::open(&out).expect("library");
+    let loaded = library.kernel(&dag).expect("kernel");
+    assert!(loaded.is_tuned(), "{}", loaded.source);
+    let inputs = random_inputs(&dag, 5);
+    let got = loaded.kernel.run_host(&inputs).expect("runs");
+    assert_close("renamed matmul", &got, &reference(&dag, &inputs), 64);
+}

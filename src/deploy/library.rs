@@ -16,6 +16,7 @@ use crate::te::ComputeDag;
 
 use super::artifact::{Artifact, INDEX_FILE, Index, device_dir};
 use super::error::DeployError;
+use super::rename::translate_steps;
 
 /// Why a kernel is the default schedule rather than a tuned one.
 #[derive(Clone, Debug, PartialEq)]
@@ -293,7 +294,17 @@ impl Library {
                 artifact.workload.readable, artifact.device.readable
             ));
         }
-        match State::replay(dag, &artifact.steps) {
+        // A DAG of the same workload may name its tensors and axes its own
+        // way: the steps are recorded with the registry operator's names.
+        let steps = artifact
+            .workload
+            .op
+            .as_deref()
+            .zip(artifact.workload.shape.as_deref())
+            .and_then(|(op, shape)| crate::measure::Task::from_registry(op, shape).ok())
+            .and_then(|task| translate_steps(task.dag(), dag, &artifact.steps))
+            .unwrap_or_else(|| artifact.steps.clone());
+        match State::replay(dag, &steps) {
             Ok(state) => Resolution::Tuned {
                 artifact: Box::new(artifact),
                 path,

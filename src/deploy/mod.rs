@@ -8,6 +8,7 @@ mod artifact;
 mod error;
 mod export;
 mod library;
+mod rename;
 
 pub use ahead::{AOT_DIR, AotWorkload, aot_symbol, compile_deployed};
 pub use artifact::{
@@ -16,3 +17,4 @@ pub use artifact::{
 pub use error::DeployError;
 pub use export::{DeployOptions, DeployOutcome, DeployReport, DeployedWorkload, deploy};
 pub use library::{FallbackReason, KernelSource, Library, LoadedKernel, Resolution};
+pub use rename::translate_steps;
