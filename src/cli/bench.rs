@@ -250,11 +250,6 @@ fn max_rel_error(got: &[f64], want: &[f64]) -> f64 {
 
 /// `tessera bench`.
 pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
-    if cfg!(debug_assertions) {
-        eprintln!(
-            "warning: this is a debug build of tessera; timings are not representative (build with --release)"
-        );
-    }
     runtime::set_num_threads(args.threads());
     let ghz = peak::measure_clock_ghz()?;
     if let Some(path) = &args.suite {
@@ -314,6 +309,14 @@ fn bench_one(
         return Err(CliError::Verification { error, tolerance });
     }
     let flops = dag.flop_count() as f64;
+    if cfg!(debug_assertions) {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            eprintln!(
+                "warning: this is a debug build of tessera; timings are not representative (build with --release)"
+            )
+        });
+    }
     let tuned = time_kernel(&kernel, &mut tuned_bufs, args.repeat)?;
     let untuned = time_kernel(&baseline, &mut base_bufs, args.repeat.min(3))?;
     let peak_gflops = peak::f32x4_fma_peak_gflops(ghz, threads);
