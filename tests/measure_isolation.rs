@@ -14,6 +14,14 @@ use tessera::measure::{
 use tessera::runtime::{NdBuffer, host_device};
 use tessera::schedule::{State, Step, random::random_schedule, steps_from_json};
 
+/// Held by every test that runs kernels or workers: the timing test must not
+/// share this 2-core machine's cores with a batch of worker processes.
+static CORES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    CORES.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn worker() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tessera"))
 }
@@ -72,6 +80,7 @@ fn state_of(pid: u32) -> Option<char> {
 
 #[test]
 fn crashes_hangs_and_wrong_results_are_recorded_and_the_batch_goes_on() {
+    let _cores = exclusive();
     let task = Task::from_registry("matmul", "M=16,N=16,K=16").expect("task");
     let good = tiled_matmul_steps();
     let faults = [
@@ -130,9 +139,15 @@ fn crashes_hangs_and_wrong_results_are_recorded_and_the_batch_goes_on() {
         assert!(r.max_rel_error.expect("verified") <= 1e-5);
         assert!(r.build_secs > 0.0 && r.run_secs > 0.0);
     }
-    // Four workers died (segfault, hang, abort, abort in build) and were replaced.
+    // Four workers died (segfault, hang, abort, abort in build). A dead
+    // worker's slot is refilled when work needs it, so after the batch up to
+    // one slot may still be empty: count the dead, not the replacements.
     let spawned = measurer.spawned_pids().to_vec();
-    assert!(spawned.len() >= 2 + 4, "spawned {spawned:?}");
+    let running = measurer.worker_pids();
+    assert!(
+        spawned.len() - running.len() >= 4,
+        "spawned {spawned:?}, running {running:?}"
+    );
     for pid in &spawned {
         let alive = measurer.worker_pids().contains(pid);
         assert!(
@@ -159,6 +174,7 @@ fn crashes_hangs_and_wrong_results_are_recorded_and_the_batch_goes_on() {
 
 #[test]
 fn a_batch_of_random_valid_candidates_is_measured_and_verified() {
+    let _cores = exclusive();
     let task = Task::from_registry("matmul", "M=24,N=20,K=12").expect("task");
     let mut rng = StdRng::seed_from_u64(5);
     let states: Vec<State> = (0..24)
@@ -186,6 +202,7 @@ fn a_batch_of_random_valid_candidates_is_measured_and_verified() {
 
 #[test]
 fn a_large_task_is_verified_against_the_checked_default_kernel() {
+    let _cores = exclusive();
     // Above the interpreter limit: the trusted result comes from the default
     // schedule's kernel, checked at sampled points against the interpreter.
     let task = Task::from_registry("matmul", "M=256,N=256,K=128").expect("task");
@@ -235,6 +252,7 @@ fn time_matmul(k: usize, options: &TimingOptions) -> tessera::measure::Timing {
 
 #[test]
 fn the_timing_protocol_is_repeatable_and_proportional_to_work() {
+    let _cores = exclusive();
     let options = TimingOptions {
         warmup: 1,
         number: 1,

@@ -111,8 +111,20 @@ pub fn time_runs(
         elapsed = timed(number);
     }
     costs.push(elapsed / number as f64);
+    // A repeat that falls short of min_repeat_ms (the calibration ran while
+    // the machine was busier) raises `number` again and restarts the series,
+    // so that every repeat reported lasted at least min_repeat_ms.
+    let mut recalibrations = 0;
     while costs.len() < options.repeat.max(1) {
-        costs.push(timed(number) / number as f64);
+        let elapsed = timed(number);
+        if elapsed < min_repeat && recalibrations < MAX_CALIBRATION_TRIES {
+            recalibrations += 1;
+            let wanted = (number as f64 * min_repeat * 1.1 / elapsed.max(1e-9)).ceil();
+            number = (wanted as usize).max(number + 1);
+            costs.clear();
+            continue;
+        }
+        costs.push(elapsed / number as f64);
     }
     Timing { costs, number }
 }
@@ -148,6 +160,33 @@ mod tests {
         assert!(timing.costs.iter().all(|&c| c >= 200e-6));
         assert!(runs >= 2 + 4 * timing.number);
         assert!(flushes >= 4);
+    }
+
+    #[test]
+    fn a_repeat_cut_short_by_a_faster_machine_raises_number_again() {
+        let mut runs = 0usize;
+        let options = TimingOptions {
+            warmup: 0,
+            number: 1,
+            repeat: 3,
+            min_repeat_ms: 5.0,
+            flush_cache: false,
+        };
+        // Slow while calibrating (a busy machine), four times faster after.
+        let timing = time_runs(
+            &options,
+            || {
+                runs += 1;
+                let micros = if runs <= 4 { 2000 } else { 500 };
+                std::thread::sleep(std::time::Duration::from_micros(micros));
+            },
+            || {},
+        );
+        assert_eq!(timing.costs.len(), 3);
+        assert!(
+            timing.costs.iter().all(|c| c * timing.number as f64 >= 5e-3),
+            "{timing:?}"
+        );
     }
 
     #[test]
