@@ -19,7 +19,9 @@ use tessera::schedule::{State, Step, random::random_schedule, steps_from_json};
 static CORES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn exclusive() -> std::sync::MutexGuard<'static, ()> {
-    CORES.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    CORES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn worker() -> PathBuf {

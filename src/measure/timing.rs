@@ -184,7 +184,10 @@ mod tests {
         );
         assert_eq!(timing.costs.len(), 3);
         assert!(
-            timing.costs.iter().all(|c| c * timing.number as f64 >= 5e-3),
+            timing
+                .costs
+                .iter()
+                .all(|c| c * timing.number as f64 >= 5e-3),
             "{timing:?}"
         );
     }
