@@ -15,3 +15,7 @@ pub mod schedule;
 pub mod search;
 pub mod te;
 pub mod tir;
+
+/// Defines an operator close to the math (`tessera::op! { pub fn … }`); see
+/// the `tessera-macros` crate docs for the grammar and the expansion.
+pub use tessera_macros::op;

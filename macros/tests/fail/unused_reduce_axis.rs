@@ -1,0 +1,7 @@
+tessera::op! {
+    pub fn rowsum(x: f32[M, N]) -> f32[M] {
+        out[i] = sum(j, k) x[i, j]
+    }
+}
+
+fn main() {}
