@@ -12,7 +12,7 @@ use std::rc::Rc;
 use crate::codegen::{self, CodegenOptions, Kernel};
 use crate::runtime::{DeviceDescription, DeviceKey, host_device};
 use crate::schedule::State;
-use crate::te::ComputeDag;
+use crate::te::{ComputeDag, WorkloadKey};
 
 use super::artifact::{Artifact, INDEX_FILE, Index, device_dir};
 use super::error::DeployError;
@@ -168,8 +168,9 @@ enum Folder {
     BadIndex { path: PathBuf, reason: String },
 }
 
-/// Compiled kernels by (workload key hash, tuned).
-type KernelCache = RefCell<HashMap<(String, bool), (Rc<Kernel>, KernelSource)>>;
+/// Compiled kernels and their sources by workload key hash (a library's
+/// answer for a workload does not change while it is open).
+type KernelCache = RefCell<HashMap<String, (Rc<Kernel>, KernelSource)>>;
 
 /// The tuned schedules of one device, loaded from a schedules folder.
 pub struct Library {
@@ -237,6 +238,10 @@ impl Library {
 
     /// Which schedule `dag` gets, without compiling it.
     pub fn resolve(&self, dag: &ComputeDag) -> Resolution {
+        self.resolve_keyed(dag, &dag.workload_key())
+    }
+
+    fn resolve_keyed(&self, dag: &ComputeDag, key: &WorkloadKey) -> Resolution {
         let (dir, index) = match &self.folder {
             Folder::Ready { dir, index } => (dir, index),
             Folder::Missing { available } => {
@@ -252,7 +257,6 @@ impl Library {
                 });
             }
         };
-        let key = dag.workload_key();
         let Some(entry) = index.entry(&key.hash) else {
             if let Some(same) = index.artifacts.iter().find(|e| e.readable == key.readable) {
                 return Resolution::Fallback(FallbackReason::Stale {
@@ -296,15 +300,17 @@ impl Library {
         }
         // A DAG of the same workload may name its tensors and axes its own
         // way: the steps are recorded with the registry operator's names.
-        let steps = artifact
-            .workload
-            .op
-            .as_deref()
-            .zip(artifact.workload.shape.as_deref())
-            .and_then(|(op, shape)| crate::measure::Task::from_registry(op, shape).ok())
-            .and_then(|task| translate_steps(task.dag(), dag, &artifact.steps))
-            .unwrap_or_else(|| artifact.steps.clone());
-        match State::replay(dag, &steps) {
+        let replayed = State::replay(dag, &artifact.steps).or_else(|e| {
+            artifact
+                .workload
+                .op
+                .as_deref()
+                .zip(artifact.workload.shape.as_deref())
+                .and_then(|(op, shape)| crate::measure::Task::from_registry(op, shape).ok())
+                .and_then(|task| translate_steps(task.dag(), dag, &artifact.steps))
+                .map_or(Err(e), |steps| State::replay(dag, &steps))
+        });
+        match replayed {
             Ok(state) => Resolution::Tuned {
                 artifact: Box::new(artifact),
                 path,
@@ -321,8 +327,14 @@ impl Library {
     /// artifact for exactly this workload, else the default schedule with
     /// the reason. Each is compiled once and then shared.
     pub fn kernel(&self, dag: &ComputeDag) -> Result<LoadedKernel, DeployError> {
-        let hash = dag.workload_key().hash;
-        let (state, source) = match self.resolve(dag) {
+        let key = dag.workload_key();
+        if let Some((kernel, source)) = self.kernels.borrow().get(&key.hash) {
+            return Ok(LoadedKernel {
+                kernel: kernel.clone(),
+                source: source.clone(),
+            });
+        }
+        let (state, source) = match self.resolve_keyed(dag, &key) {
             Resolution::Tuned {
                 artifact,
                 path,
@@ -330,13 +342,6 @@ impl Library {
             } => (*state, KernelSource::Tuned { artifact, path }),
             Resolution::Fallback(reason) => (State::new(dag), KernelSource::Fallback(reason)),
         };
-        let tuned = matches!(source, KernelSource::Tuned { .. });
-        if let Some((kernel, source)) = self.kernels.borrow().get(&(hash.clone(), tuned)) {
-            return Ok(LoadedKernel {
-                kernel: kernel.clone(),
-                source: source.clone(),
-            });
-        }
         let compiled = crate::tir::lower(&state)
             .map_err(DeployError::from)
             .and_then(|f| codegen::compile(&f, &self.options).map_err(DeployError::from));
@@ -356,7 +361,7 @@ impl Library {
         };
         self.kernels
             .borrow_mut()
-            .insert((hash, tuned), (kernel.clone(), source.clone()));
+            .insert(key.hash, (kernel.clone(), source.clone()));
         Ok(LoadedKernel { kernel, source })
     }
 
