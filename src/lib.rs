@@ -19,3 +19,8 @@ pub mod tir;
 /// Defines an operator close to the math (`tessera::op! { pub fn … }`); see
 /// the `tessera-macros` crate docs for the grammar and the expansion.
 pub use tessera_macros::op;
+
+/// The link-time registry behind [`ops::registry`]: `op!` expands to
+/// `tessera::inventory::submit!`, so a user crate needs no dependency of its own.
+#[doc(hidden)]
+pub use inventory;

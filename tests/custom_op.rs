@@ -16,7 +16,7 @@ tessera::op! {
 
 tessera::op! {
     /// The registry's dense_bias_relu, stage for stage.
-    pub fn dense_bias_relu(data: f32[M, K], weight: f32[N, K], bias: f32[N]) -> f32[M, N] {
+    pub fn dense_layer(data: f32[M, K], weight: f32[N, K], bias: f32[N]) -> f32[M, N] {
         dense[i, j] = sum(k) data[i, k] * weight[j, k];
         bias_add[i, j] = dense[i, j] + bias[j];
         relu[i, j] = max(bias_add[i, j], 0.0)
@@ -87,7 +87,7 @@ fn matmul_has_the_registry_key() {
 
 #[test]
 fn dense_bias_relu_has_the_registry_key() {
-    let ours = dense_bias_relu::dag(&[8, 16, 12]).expect("builds");
+    let ours = dense_layer::dag(&[8, 16, 12]).expect("builds");
     let theirs = registry_dag("dense_bias_relu", &[("M", 8), ("N", 12), ("K", 16)]);
     assert_eq!(ours.canonical_text(), theirs.canonical_text());
     assert_eq!(ours.workload_key().hash, theirs.workload_key().hash);
@@ -136,14 +136,105 @@ fn max_with_a_literal_matches_te() {
     let out = compute("out", &[4], |ix| max(x.at([&ix[0]]), 0.0));
     let te_dag = ComputeDag::new(&[x], &[out]).expect("valid");
     tessera::op! {
-        fn relu(x: f32[4]) -> f32[4] {
+        fn relu4(x: f32[4]) -> f32[4] {
             out[i] = max(x[i], 0)
         }
     }
-    assert!(relu::PARAMS.is_empty());
-    let ours = relu::dag(&[]).expect("builds");
+    assert!(relu4::PARAMS.is_empty());
+    let ours = relu4::dag(&[]).expect("builds");
     assert_eq!(ours.canonical_text(), te_dag.canonical_text());
-    assert_eq!(ours.label(), "relu[f32]");
+    assert_eq!(ours.label(), "relu4[f32]");
+}
+
+tessera::op! {
+    /// Scaled row sums.
+    #[defaults(R = 16, C = 32)]
+    pub fn row_sums(x: f32[R, C], scale: f32[C]) -> f32[R] {
+        out[i] = sum(j) x[i, j] * scale[j]
+    }
+}
+
+#[test]
+fn macro_ops_register_themselves() {
+    let op = ops::find("dense_relu").expect("op! registers dense_relu");
+    assert!(
+        matches!(op.origin, ops::Origin::Registered(at) if at.contains("dense_relu") && at.contains("custom_op.rs")),
+        "{:?}",
+        op.origin
+    );
+    assert_eq!(
+        op.description,
+        "Dense layer with bias and ReLU. (x[M,K], w[N,K], b[N] → out[M,N])"
+    );
+    let names: Vec<&str> = op.params.iter().map(|p| p.name).collect();
+    assert_eq!(names, dense_relu::PARAMS);
+    assert!(op.params.iter().all(|p| p.default.is_none() && p.min == 1));
+    assert_eq!(op.params[2].help, "dimension of w, b, out");
+    let missing = op.default_shape();
+    assert!(
+        matches!(&missing, Err(ops::OpError::MissingParam { param, .. }) if param == "M"),
+        "{missing:?}"
+    );
+    let via_registry = registry_dag("dense_relu", &[("M", 8), ("N", 12), ("K", 16)]);
+    let direct = dense_relu::dag(&[8, 16, 12]).expect("builds");
+    assert_eq!(via_registry.workload_key(), direct.workload_key());
+    assert_eq!(via_registry.label(), "dense_relu[M=8,K=16,N=12,f32]");
+    let listed: Vec<&str> = ops::registry().iter().map(|op| op.name).collect();
+    for name in [
+        "mm",
+        "dense_layer",
+        "dense_relu",
+        "blur",
+        "scores",
+        "row_max",
+        "relu4",
+    ] {
+        assert!(listed.contains(&name), "{name} missing from {listed:?}");
+    }
+    // The built-ins come first, in their own order.
+    assert_eq!(listed[0], "matmul");
+}
+
+#[test]
+fn defaults_fill_the_shape() {
+    let op = ops::find("row_sums").expect("registered");
+    let shape = op.default_shape().expect("every parameter has a default");
+    assert_eq!(shape.to_text(), "R=16,C=32");
+    let dag = op
+        .build(&op.parse_shape("C=8").expect("valid"))
+        .expect("builds");
+    assert_eq!(dag.label(), "row_sums[R=16,C=8,f32]");
+    assert_eq!(row_sums::PARAM_SPECS[1].default, Some(32));
+    let label = row_max::dag(&[2, 3]).expect("builds").label().to_string();
+    let via_registry = registry_dag("row_max", &[("R", 2), ("C", 3)]);
+    assert_eq!(
+        via_registry.label(),
+        label,
+        "non-f32 outputs keep their dtype"
+    );
+}
+
+#[test]
+fn a_name_defined_twice_is_an_error_naming_both() {
+    tessera::op! {
+        /// Collides with the built-in gelu on purpose.
+        fn gelu(x: f32[N]) -> f32[N] {
+            out[i] = x[i]
+        }
+    }
+    assert_eq!(gelu::NAME, "gelu");
+    let err = ops::find("gelu").err().expect("ambiguous");
+    let text = err.to_string();
+    assert!(matches!(err, ops::OpError::AmbiguousOp { .. }), "{text}");
+    assert!(
+        text.contains("built-in") && text.contains("custom_op.rs"),
+        "{text}"
+    );
+    let unknown = ops::find("no_such_op").err().expect("unknown").to_string();
+    assert!(
+        unknown.contains("dense_relu"),
+        "registered ops are listed: {unknown}"
+    );
 }
 
 fn random(shape: &[i64], dtype: DType, seed: u64) -> HostTensor {

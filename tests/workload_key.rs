@@ -43,7 +43,7 @@ fn key_is_pinned_across_runs_and_machines() {
 #[test]
 fn rebuilding_gives_the_same_key() {
     for op in ops::registry() {
-        let shape = op.default_shape();
+        let shape = op.default_shape().expect("built-in defaults resolve");
         let first = op.build(&shape).expect("builds").workload_key();
         let second = op.build(&shape).expect("builds").workload_key();
         assert_eq!(first, second, "{}", op.name);
@@ -85,7 +85,7 @@ fn distinct_registry_ops_have_distinct_keys() {
     let mut hashes: Vec<String> = ops::registry()
         .iter()
         .map(|op| {
-            op.build(&op.default_shape())
+            op.build(&op.default_shape().expect("built-in defaults resolve"))
                 .expect("builds")
                 .workload_key()
                 .hash

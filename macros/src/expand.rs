@@ -8,6 +8,7 @@ use syn::{Expr as SynExpr, ExprLit, Lit, Meta};
 
 use crate::check::{Checked, Extent, Intrinsic, TExpr, TKind, TensorRef, VarRef};
 use crate::parse::{BinOp, DType, OpDef, ReduceOp};
+use crate::registration::{description, is_defaults, param_infos};
 
 fn dtype_tokens(d: DType) -> TokenStream {
     match d {
@@ -523,9 +524,59 @@ fn runtime_items(def: &OpDef, c: &Checked) -> TokenStream {
     }
 }
 
+/// `PARAM_SPECS`, `SPEC` and the `inventory` submission that puts the op in
+/// the registry.
+fn registration_items(def: &OpDef, c: &Checked) -> syn::Result<TokenStream> {
+    let infos = param_infos(def, c)?;
+    let specs = infos.iter().map(|p| {
+        let name = &p.name;
+        let default = match p.default {
+            Some(v) => {
+                let v = int_tokens(v);
+                quote!(::std::option::Option::Some(#v))
+            }
+            None => quote!(::std::option::Option::None),
+        };
+        let min = int_tokens(p.min);
+        let help = &p.help;
+        quote!(::tessera::ops::ParamSpec { name: #name, default: #default, min: #min, help: #help })
+    });
+    let description = description(&doc_text(def), c);
+    Ok(quote! {
+        /// One line for `tessera ops`: the doc comment's first line and the signature.
+        pub const DESCRIPTION: &str = #description;
+
+        /// The shape parameters as the registry sees them: `PARAMS` with
+        /// their `#[defaults]` (`None`: required) and smallest values.
+        pub const PARAM_SPECS: &[::tessera::ops::ParamSpec] = &[#(#specs),*];
+
+        fn __build(
+            shape: &::tessera::ops::ShapeParams,
+        ) -> ::std::result::Result<::tessera::te::ComputeDag, ::tessera::ops::OpError> {
+            let values: ::std::vec::Vec<i64> = shape.values().iter().map(|(_, v)| *v).collect();
+            self::dag(&values)
+        }
+
+        /// The operator's registry entry; it is registered at link time, so
+        /// `tessera::ops::find(NAME)` and every CLI command of a binary that
+        /// calls `tessera::cli::run()` know it.
+        pub const SPEC: ::tessera::ops::OpSpec = ::tessera::ops::OpSpec::new(
+            NAME,
+            DESCRIPTION,
+            PARAM_SPECS,
+            __build,
+            ::tessera::ops::Origin::Registered(::std::concat!(
+                ::std::module_path!(), " (", ::std::file!(), ":", ::std::line!(), ")"
+            )),
+        );
+
+        ::tessera::inventory::submit! { SPEC }
+    })
+}
+
 /// The module an `op!` invocation expands to.
-pub fn expand(def: &OpDef, c: &Checked) -> TokenStream {
-    let attrs = &def.attrs;
+pub fn expand(def: &OpDef, c: &Checked) -> syn::Result<TokenStream> {
+    let attrs = def.attrs.iter().filter(|a| !is_defaults(a));
     let vis = &def.vis;
     let name = &def.name;
     let name_str = name.to_string();
@@ -535,7 +586,8 @@ pub fn expand(def: &OpDef, c: &Checked) -> TokenStream {
     let output = c.stages[c.stages.len() - 1].name.to_string();
     let dag = dag_fn(def, c);
     let runtime = runtime_items(def, c);
-    quote! {
+    let registration = registration_items(def, c)?;
+    Ok(quote! {
         #(#attrs)*
         #[allow(dead_code, non_snake_case, clippy::all)]
         #vis mod #name {
@@ -552,6 +604,7 @@ pub fn expand(def: &OpDef, c: &Checked) -> TokenStream {
 
             #dag
             #runtime
+            #registration
         }
-    }
+    })
 }

@@ -22,8 +22,9 @@
 //! # Grammar
 //!
 //! ```text
-//! op        = { outer_attribute } [ visibility ] "fn" IDENT
+//! op        = { outer_attribute | defaults } [ visibility ] "fn" IDENT
 //!             "(" [ input { "," input } [ "," ] ] ")" "->" type body ;
+//! defaults  = "#" "[" "defaults" "(" IDENT "=" INTEGER { "," IDENT "=" INTEGER } ")" "]" ;
 //! input     = IDENT ":" type ;
 //! type      = dtype "[" [ dim { "," dim } [ "," ] ] "]" ;
 //! dtype     = "f32" | "f64" | "i32" | "i64" ;
@@ -78,6 +79,10 @@
 //!   is `f32` and an integer one `i64`. Any other mix is an error: convert
 //!   with `as`.
 //!
+//! - **Defaults.** `#[defaults(M = 64, N = 256)]` gives shape parameters
+//!   the values `--shape` falls back to; a parameter without one must be
+//!   given. Each default must name a parameter and be at least 1.
+//!
 //! Every mistake — an unknown tensor, a wrong number of indices, an unbound
 //! index variable, a dtype mismatch, a reduction axis not used in its body —
 //! is a compile error at the offending tokens.
@@ -100,12 +105,22 @@
 //!   schedule; `.call(&x, &w, &b, &mut out)`; `.dag()`, `.kernel()`,
 //!   `.shape()`).
 //!
+//! - registration: `DESCRIPTION` (the doc's first line and the signature),
+//!   `PARAM_SPECS` (with the defaults), `SPEC: tessera::ops::OpSpec`, and an
+//!   `inventory::submit!` of `SPEC`. The op is in `tessera::ops::registry()`
+//!   from the start of the program, so a binary whose `main` calls
+//!   `tessera::cli::run()` lists it in `ops` and can `tune`, `show`, `bench`
+//!   and `deploy` it by name (its measurement workers are the same binary).
+//!   Names are global: a second op of the same name (built-in or not) makes
+//!   looking that name up an error that names both definitions.
+//!
 //! Kernels take aligned `NdBuffer`s, so `call` copies each input in and the
 //! output out once.
 
 mod check;
 mod expand;
 mod parse;
+mod registration;
 
 use proc_macro::TokenStream;
 
@@ -118,7 +133,10 @@ pub fn op(input: TokenStream) -> TokenStream {
         Err(e) => return e.to_compile_error().into(),
     };
     match check::check(&def) {
-        Ok(checked) => expand::expand(&def, &checked).into(),
+        Ok(checked) => match expand::expand(&def, &checked) {
+            Ok(tokens) => tokens.into(),
+            Err(e) => e.to_compile_error().into(),
+        },
         Err(e) => e.to_compile_error().into(),
     }
 }

@@ -9,17 +9,25 @@ use crate::schedule::{State, steps_from_json};
 use crate::te::ComputeDag;
 use crate::tir;
 
-/// `tessera ops`: one line per op — name, parameters with defaults, description.
+/// `tessera ops`: one line per op — name, parameters with defaults (`?`
+/// for a required one), description, and where a registered op is defined.
 pub(crate) fn ops() -> Result<String, CliError> {
-    let rows: Vec<(String, String, &str)> = ops::registry()
+    let rows: Vec<(String, String, String)> = ops::registry()
         .iter()
         .map(|op| {
             let params: Vec<String> = op
                 .params
                 .iter()
-                .map(|p| format!("{}={}", p.name, p.default))
+                .map(|p| match p.default {
+                    Some(v) => format!("{}={v}", p.name),
+                    None => format!("{}=?", p.name),
+                })
                 .collect();
-            (op.name.to_string(), params.join(","), op.description)
+            let description = match op.origin {
+                ops::Origin::BuiltIn => op.description.to_string(),
+                origin => format!("{}  [{origin}]", op.description),
+            };
+            (op.name.to_string(), params.join(","), description)
         })
         .collect();
     let name_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);

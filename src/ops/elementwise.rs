@@ -11,6 +11,7 @@ pub(crate) const RELU: OpSpec = OpSpec {
     name: "relu",
     description: "max(x[M,N], 0)",
     params: ROWS,
+    origin: super::registry::Origin::BuiltIn,
     build: build_relu,
 };
 
@@ -18,6 +19,7 @@ pub(crate) const GELU: OpSpec = OpSpec {
     name: "gelu",
     description: "0.5 * x * (1 + erf(x / sqrt 2)) on x[M,N] (exact GELU)",
     params: ROWS,
+    origin: super::registry::Origin::BuiltIn,
     build: build_gelu,
 };
 
@@ -25,6 +27,7 @@ pub(crate) const BIAS_ADD: OpSpec = OpSpec {
     name: "bias_add",
     description: "x[M,N] + bias[N]",
     params: ROWS,
+    origin: super::registry::Origin::BuiltIn,
     build: build_bias_add,
 };
 

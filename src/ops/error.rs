@@ -15,6 +15,26 @@ pub enum OpError {
         /// The registered names, comma-separated.
         known: String,
     },
+    /// Two registered operators share the name.
+    #[error("op '{name}' is defined more than once ({origins}); rename one of the op! definitions")]
+    AmbiguousOp {
+        /// The requested name.
+        name: String,
+        /// Where each definition comes from, `; `-separated.
+        origins: String,
+    },
+    /// A shape parameter without default that `--shape` does not give.
+    #[error(
+        "{op}: shape parameter '{param}' has no default; give it, e.g. --shape {param}=64 ({op} takes {expected})"
+    )]
+    MissingParam {
+        /// The op.
+        op: String,
+        /// The parameter.
+        param: String,
+        /// The op's parameters, comma-separated.
+        expected: String,
+    },
     /// A shape parameter the op does not have.
     #[error("{op}: unknown shape parameter '{param}'; {op} takes {expected}")]
     UnknownParam {

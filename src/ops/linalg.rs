@@ -15,6 +15,7 @@ pub(crate) const MATMUL: OpSpec = OpSpec {
     name: "matmul",
     description: "C[M,N] = A[M,K] · B[K,N]",
     params: MNK,
+    origin: super::registry::Origin::BuiltIn,
     build: build_matmul,
 };
 
@@ -22,6 +23,7 @@ pub(crate) const MATMUL_NT: OpSpec = OpSpec {
     name: "matmul_nt",
     description: "C[M,N] = A[M,K] · B[N,K]ᵀ (B stored transposed)",
     params: MNK,
+    origin: super::registry::Origin::BuiltIn,
     build: build_matmul_nt,
 };
 
@@ -34,6 +36,7 @@ pub(crate) const BATCH_MATMUL: OpSpec = OpSpec {
         dim("N", 128, "columns of each output"),
         dim("K", 128, "reduction length"),
     ],
+    origin: super::registry::Origin::BuiltIn,
     build: build_batch_matmul,
 };
 
@@ -47,6 +50,7 @@ pub(crate) const DENSE: OpSpec = OpSpec {
     name: "dense",
     description: "out[M,N] = data[M,K] · weight[N,K]ᵀ (fully connected layer)",
     params: DENSE_PARAMS,
+    origin: super::registry::Origin::BuiltIn,
     build: |p| build_dense(p, false, false),
 };
 
@@ -54,6 +58,7 @@ pub(crate) const DENSE_BIAS: OpSpec = OpSpec {
     name: "dense_bias",
     description: "dense + bias[N]",
     params: DENSE_PARAMS,
+    origin: super::registry::Origin::BuiltIn,
     build: |p| build_dense(p, true, false),
 };
 
@@ -61,6 +66,7 @@ pub(crate) const DENSE_BIAS_RELU: OpSpec = OpSpec {
     name: "dense_bias_relu",
     description: "relu(dense + bias[N])",
     params: DENSE_PARAMS,
+    origin: super::registry::Origin::BuiltIn,
     build: |p| build_dense(p, true, true),
 };
 

@@ -50,5 +50,5 @@ mod subgraphs;
 mod window;
 
 pub use error::OpError;
-pub use registry::{OpSpec, find, registry};
+pub use registry::{BuildFn, OpSpec, Origin, find, registry};
 pub use shape::{MAX_PARAM_VALUE, ParamSpec, ShapeParams};

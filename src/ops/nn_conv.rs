@@ -44,6 +44,7 @@ pub(crate) const CONV1D: OpSpec = OpSpec {
         PAD,
         DILATION,
     ],
+    origin: super::registry::Origin::BuiltIn,
     build: build_conv1d,
 };
 
@@ -51,6 +52,7 @@ pub(crate) const CONV2D: OpSpec = OpSpec {
     name: "conv2d",
     description: "2-D convolution, NCHW: data[N,C,H,W] * weight[K,C,R,S] -> out[N,K,OH,OW]",
     params: CONV2D_PARAMS,
+    origin: super::registry::Origin::BuiltIn,
     build: build_conv2d,
 };
 
@@ -58,6 +60,7 @@ pub(crate) const CONV2D_NHWC: OpSpec = OpSpec {
     name: "conv2d_nhwc",
     description: "2-D convolution, NHWC: data[N,H,W,C] * weight[R,S,C,K] -> out[N,OH,OW,K]",
     params: CONV2D_PARAMS,
+    origin: super::registry::Origin::BuiltIn,
     build: build_conv2d_nhwc,
 };
 
@@ -77,6 +80,7 @@ pub(crate) const GROUP_CONV2D: OpSpec = OpSpec {
         DILATION,
         dim("groups", 4, "channel groups; divides C and K"),
     ],
+    origin: super::registry::Origin::BuiltIn,
     build: build_group_conv2d,
 };
 
@@ -94,6 +98,7 @@ pub(crate) const DEPTHWISE_CONV2D: OpSpec = OpSpec {
         PAD,
         DILATION,
     ],
+    origin: super::registry::Origin::BuiltIn,
     build: build_depthwise_conv2d,
 };
 
@@ -114,6 +119,7 @@ pub(crate) const CONV3D: OpSpec = OpSpec {
         PAD,
         DILATION,
     ],
+    origin: super::registry::Origin::BuiltIn,
     build: build_conv3d,
 };
 
@@ -131,6 +137,7 @@ pub(crate) const CONV2D_TRANSPOSE: OpSpec = OpSpec {
         dim("stride", 2, "stride of every spatial dimension"),
         pad("pad", 1, "padding removed from each side of the output"),
     ],
+    origin: super::registry::Origin::BuiltIn,
     build: build_conv2d_transpose,
 };
 
@@ -149,6 +156,7 @@ pub(crate) const CONV2D_CAPSULE: OpSpec = OpSpec {
         PAD,
         dim("cap", 4, "capsule size (each capsule is cap x cap)"),
     ],
+    origin: super::registry::Origin::BuiltIn,
     build: build_conv2d_capsule,
 };
 

@@ -21,6 +21,7 @@ pub(crate) const MAX_POOL2D: OpSpec = OpSpec {
     name: "max_pool2d",
     description: "2-D max pooling, NCHW: data[N,C,H,W] -> out[N,C,OH,OW] (padding ignored)",
     params: POOL_PARAMS,
+    origin: super::registry::Origin::BuiltIn,
     build: |p| build_pool(p, PoolKind::Max),
 };
 
@@ -28,6 +29,7 @@ pub(crate) const AVG_POOL2D: OpSpec = OpSpec {
     name: "avg_pool2d",
     description: "2-D average pooling, NCHW: data[N,C,H,W] -> out[N,C,OH,OW] (padding counts as 0)",
     params: POOL_PARAMS,
+    origin: super::registry::Origin::BuiltIn,
     build: |p| build_pool(p, PoolKind::Avg),
 };
 

@@ -18,6 +18,7 @@ pub(crate) const NORM: OpSpec = OpSpec {
         dim("M", 256, "rows"),
         dim("N", 256, "columns"),
     ],
+    origin: super::registry::Origin::BuiltIn,
     build: build_norm,
 };
 
@@ -25,6 +26,7 @@ pub(crate) const SOFTMAX: OpSpec = OpSpec {
     name: "softmax",
     description: "softmax over the last axis of x[M,N] (max-subtracted)",
     params: ROWS,
+    origin: super::registry::Origin::BuiltIn,
     build: build_softmax,
 };
 
@@ -32,6 +34,7 @@ pub(crate) const LAYER_NORM: OpSpec = OpSpec {
     name: "layer_norm",
     description: "layer normalisation of x[M,N] over N, then * gamma[N] + beta[N] (eps 1e-5)",
     params: ROWS,
+    origin: super::registry::Origin::BuiltIn,
     build: build_layer_norm,
 };
 

@@ -10,8 +10,8 @@ pub const MAX_PARAM_VALUE: i64 = 1 << 20;
 pub struct ParamSpec {
     /// The name used in `--shape` (`M`, `stride`, …).
     pub name: &'static str,
-    /// The value when not given.
-    pub default: i64,
+    /// The value when not given; `None` makes the parameter required.
+    pub default: Option<i64>,
     /// The smallest allowed value (1 for extents, 0 for padding).
     pub min: i64,
     /// What the parameter means.
@@ -22,7 +22,7 @@ pub struct ParamSpec {
 pub(crate) const fn dim(name: &'static str, default: i64, help: &'static str) -> ParamSpec {
     ParamSpec {
         name,
-        default,
+        default: Some(default),
         min: 1,
         help,
     }
@@ -32,7 +32,7 @@ pub(crate) const fn dim(name: &'static str, default: i64, help: &'static str) ->
 pub(crate) const fn pad(name: &'static str, default: i64, help: &'static str) -> ParamSpec {
     ParamSpec {
         name,
-        default,
+        default: Some(default),
         min: 0,
         help,
     }
@@ -96,7 +96,13 @@ pub(crate) fn resolve(
     }
     let mut resolved = Vec::with_capacity(specs.len());
     for (spec, (name, value)) in specs.iter().zip(values) {
-        let value = value.unwrap_or(spec.default);
+        let Some(value) = value.or(spec.default) else {
+            return Err(OpError::MissingParam {
+                op: op.into(),
+                param: name.into(),
+                expected: specs.iter().map(|s| s.name).collect::<Vec<_>>().join(","),
+            });
+        };
         if value < spec.min || value > MAX_PARAM_VALUE {
             return Err(OpError::OutOfRange {
                 op: op.into(),
@@ -147,6 +153,23 @@ mod tests {
         let p = resolve("t", SPECS, &[("M".into(), 3)]).unwrap();
         assert_eq!(p.values(), &[("M", 3), ("pad", 1)]);
         assert_eq!(p.to_text(), "M=3,pad=1");
+    }
+
+    #[test]
+    fn a_parameter_without_default_is_required() {
+        const REQUIRED: &[ParamSpec] = &[ParamSpec {
+            name: "N",
+            default: None,
+            min: 1,
+            help: "rows",
+        }];
+        let missing = resolve("t", REQUIRED, &[]);
+        assert!(
+            matches!(&missing, Err(OpError::MissingParam { param, .. }) if param == "N"),
+            "{missing:?}"
+        );
+        let given = resolve("t", REQUIRED, &[("N".into(), 5)]).unwrap();
+        assert_eq!(given.to_text(), "N=5");
     }
 
     #[test]

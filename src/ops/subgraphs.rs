@@ -22,6 +22,7 @@ pub(crate) const CONV2D_BN_RELU: OpSpec = OpSpec {
         pad("pad", 1, "zero padding on each side"),
         dim("dilation", 1, "kernel dilation"),
     ],
+    origin: super::registry::Origin::BuiltIn,
     build: build_conv2d_bn_relu,
 };
 
@@ -34,6 +35,7 @@ pub(crate) const TRANSPOSE_BATCH_MATMUL: OpSpec = OpSpec {
         dim("H", 12, "heads"),
         dim("D", 64, "head dimension"),
     ],
+    origin: super::registry::Origin::BuiltIn,
     build: build_transpose_batch_matmul,
 };
 
