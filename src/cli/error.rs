@@ -1,4 +1,5 @@
-//! Errors the commands report (one line, exit code 2).
+//! Errors the commands report (one line; exit code 2, 1 for a lookup
+//! without match, 3 for a failed check).
 
 use std::path::PathBuf;
 
@@ -68,6 +69,16 @@ pub enum CliError {
     /// A lookup found no exact match (exit code 1); the text says what exists instead.
     #[error("{0}")]
     NotFound(String),
+    /// A check the command exists for failed (exit code 3): artifacts that
+    /// do not verify, workloads that regressed. `report` is printed to
+    /// stdout as on success, `summary` as the error line.
+    #[error("{summary}")]
+    CheckFailed {
+        /// The command's full output.
+        report: String,
+        /// One line: what failed.
+        summary: String,
+    },
     /// Options that do not make sense together.
     #[error("{0}")]
     Usage(String),

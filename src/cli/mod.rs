@@ -76,7 +76,7 @@ pub fn run() -> i32 {
 
 /// Runs the command line on `args` (the first is the program name); returns
 /// the exit code: 0 on success, 1 when a lookup finds no exact match, 2 on
-/// bad input.
+/// bad input, 3 when a check failed (`deploy --verify`, a regression in `ci`).
 pub fn run_with<I, T>(args: I) -> i32
 where
     I: IntoIterator<Item = T>,
@@ -110,6 +110,11 @@ where
         Ok(text) => {
             print!("{text}");
             0
+        }
+        Err(CliError::CheckFailed { report, summary }) => {
+            print!("{report}");
+            eprintln!("error: {summary}");
+            3
         }
         Err(CliError::NotFound(what)) => {
             eprintln!("{what}");
