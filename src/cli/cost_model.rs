@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use super::error::CliError;
-use crate::cost::{self, ModelHeader, TrainingSet, eval, features::FEATURE_LEN};
+use crate::cost::{self, eval};
 use crate::db::{self, TuningDb};
 use crate::runtime::host_device;
 
@@ -86,31 +86,17 @@ pub(crate) fn cost_model(args: &CostModelArgs) -> Result<String, CliError> {
     }
     match &args.command {
         CostModelCommand::Train { out: file, learner } => {
-            let mut set = TrainingSet::new(FEATURE_LEN);
-            for w in &data {
-                set.push_group(&w.rows, &w.costs);
-            }
-            let mut model = cost::new_learner(learner)?;
-            let start = std::time::Instant::now();
-            model.fit(&set)?;
-            let fit = start.elapsed().as_secs_f64();
-            let header = ModelHeader {
-                format: String::new(),
-                learner: learner.clone(),
-                feature_version: 0,
-                feature_len: 0,
-                rows: set.len(),
-                workloads: data.iter().map(|w| w.readable.clone()).collect(),
-                device: device.unwrap_or_else(|| host_device().key().to_string()),
-                made_with: std::env::args().collect::<Vec<_>>().join(" "),
-                compression: None,
-            };
-            cost::save_model(file, &header, model.as_ref())?;
+            let device_name = device
+                .clone()
+                .unwrap_or_else(|| host_device().key().to_string());
+            let made_with = std::env::args().collect::<Vec<_>>().join(" ");
+            let summary = cost::train_model_file(&data, &device_name, learner, &made_with, file)?;
             let _ = writeln!(
                 out,
-                "trained {learner} on {} records of {} workloads in {fit:.2} s; wrote {}",
-                set.len(),
-                data.len(),
+                "trained {learner} on {} records of {} workloads in {:.2} s; wrote {}",
+                summary.rows,
+                summary.workloads.len(),
+                summary.fit_secs,
                 file.display()
             );
         }

@@ -66,6 +66,9 @@ pub enum CliError {
     /// A cost model failed.
     #[error(transparent)]
     Cost(#[from] crate::cost::CostError),
+    /// The CI job failed.
+    #[error(transparent)]
+    Ci(#[from] crate::ci::CiError),
     /// A lookup found no exact match (exit code 1); the text says what exists instead.
     #[error("{0}")]
     NotFound(String),

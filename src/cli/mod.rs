@@ -3,6 +3,7 @@
 
 mod bench;
 mod cache;
+mod ci;
 mod commands;
 mod cost_model;
 mod deploy;
@@ -10,6 +11,7 @@ mod device;
 mod error;
 mod measure;
 mod peers;
+mod search_flags;
 mod tune;
 
 pub use error::CliError;
@@ -64,6 +66,11 @@ enum Command {
     Cache(cache::CacheArgs),
     /// Train a learned cost model on the tuning cache, or evaluate models on held-out records.
     CostModel(cost_model::CostModelArgs),
+    /// The CI job: tune a suite (or a shard of it) under a budget, resuming
+    /// from the database, and write the database, the log, the deployed
+    /// artifacts, a retrained cost model and a report into one folder; exit 3
+    /// when a workload regressed against the artifacts it started from.
+    Ci(ci::CiArgs),
     /// Serve measurement requests on stdin/stdout (started by the measurer).
     #[command(hide = true)]
     MeasureWorker,
@@ -105,6 +112,7 @@ where
         } => commands::show(&op, &shape, schedule.as_deref()),
         Command::Bench(args) => bench::bench(&args),
         Command::Deploy(args) => deploy::deploy(&args),
+        Command::Ci(args) => ci::ci(&args),
     };
     match result {
         Ok(text) => {

@@ -14,9 +14,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use super::error::CliError;
-use crate::cost::{self, CostModel, LearnedModel, RandomModel};
+use super::search_flags::SearchFlags;
+use crate::cost::CostModel;
 use crate::db::{self, TuningDb};
-use crate::measure::{MeasureOptions, Measurer, Task, TimingOptions};
+use crate::measure::{Measurer, Task};
 use crate::search::{
     CurvePoint, SearchOptions, Suite, SuiteOptions, SuiteReport, TuneOptions, TuneReport,
     plot_curves, plot_normalised_curves, tune, tune_suite,
@@ -48,25 +49,6 @@ pub(crate) struct TuneArgs {
     /// Seed of the search.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Cost model: `random`, a learner (`tessera cost-model learners`).
-    #[arg(long, default_value = cost::DEFAULT_LEARNER)]
-    model: String,
-    /// A pretrained model file used while this workload has few records
-    /// (default: cost_model/pretrained.model when it exists).
-    #[arg(long)]
-    pretrained: Option<PathBuf>,
-    /// Start from an untrained model even when a pretrained file exists.
-    #[arg(long, conflicts_with = "pretrained")]
-    no_pretrained: bool,
-    /// Threads the kernel may use (default: all cores).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Worker processes for building and running candidates (default: one per core).
-    #[arg(long)]
-    workers: Option<usize>,
-    /// Seconds a candidate may run before it is stopped.
-    #[arg(long, default_value_t = 10.0)]
-    timeout: f64,
     /// Candidates measured per round (with --suite: at most trials / workloads).
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
@@ -86,33 +68,11 @@ pub(crate) struct TuneArgs {
     /// Stop after this many trials without improvement (with --suite: per workload).
     #[arg(long)]
     early_stopping: Option<usize>,
-    /// Timed repeats per candidate.
-    #[arg(long, default_value_t = 3)]
-    repeat: usize,
-    /// Shortest duration of a timed repeat, in milliseconds.
-    #[arg(long, default_value_t = 20.0)]
-    min_repeat_ms: f64,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
-}
-
-fn model_for(args: &TuneArgs) -> Result<Box<dyn CostModel>, CliError> {
-    if args.model == "random" {
-        return Ok(Box::new(RandomModel::new(args.seed)));
-    }
-    let mut model = LearnedModel::new(cost::new_learner(&args.model)?);
-    let default = PathBuf::from("cost_model/pretrained.model");
-    let pretrained = match &args.pretrained {
-        Some(p) => Some(p.clone()),
-        None if args.no_pretrained => None,
-        None => default.is_file().then_some(default),
-    };
-    if let Some(path) = pretrained {
-        let (_, learner) = cost::load_model(&path)?;
-        model = model.with_pretrained(learner);
-    }
-    Ok(Box::new(model))
+    #[command(flatten)]
+    flags: SearchFlags,
 }
 
 /// `tessera tune`.
@@ -125,7 +85,7 @@ pub(crate) fn tune_command(args: &TuneArgs) -> Result<String, CliError> {
 }
 
 fn check_options(args: &TuneArgs) -> Result<Duration, CliError> {
-    let timeout = super::measure::seconds("timeout", args.timeout)?;
+    let timeout = args.flags.timeout()?;
     if args.trials == 0 || args.batch_size == 0 || args.population == 0 {
         return Err(CliError::Usage(
             "--trials, --batch-size and --population must be at least 1".into(),
@@ -162,21 +122,19 @@ struct Session {
 }
 
 fn session(args: &TuneArgs, timeout: Duration) -> Result<Session, CliError> {
-    let model = model_for(args)?;
+    let model = args.flags.model(args.seed)?;
     let db = TuningDb::open(&args.db.clone().unwrap_or_else(db::default_path))?;
-    let defaults = MeasureOptions::default();
-    let options = MeasureOptions {
-        workers: args.workers.unwrap_or(defaults.workers),
-        kernel_threads: args.threads.unwrap_or(defaults.kernel_threads),
-        run_timeout: timeout,
-        timing: TimingOptions {
-            repeat: args.repeat,
-            min_repeat_ms: args.min_repeat_ms,
-            ..TimingOptions::default()
-        },
-        ..defaults
-    };
-    let measurer = Measurer::new(options)?;
+    let measurer = args.flags.measurer(timeout)?;
+    Ok(Session {
+        model,
+        db,
+        measurer,
+        stop: stop_on_ctrl_c(),
+    })
+}
+
+/// A flag Ctrl-C sets: tuning stops after the batch being measured.
+pub(crate) fn stop_on_ctrl_c() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     let handler_stop = stop.clone();
     // A second handler cannot be installed in the same process (tests call
@@ -185,15 +143,10 @@ fn session(args: &TuneArgs, timeout: Duration) -> Result<Session, CliError> {
         handler_stop.store(true, Ordering::Relaxed);
         eprintln!("\nstopping after the batch being measured (everything measured is kept)");
     });
-    Ok(Session {
-        model,
-        db,
-        measurer,
-        stop,
-    })
+    stop
 }
 
-fn progress_bar(trials: usize, what: &str) -> ProgressBar {
+pub(crate) fn progress_bar(trials: usize, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(trials as u64);
     bar.set_style(
         ProgressStyle::with_template(&format!(
@@ -213,16 +166,6 @@ fn search_options(args: &TuneArgs) -> SearchOptions {
         sketch_share: args.sketch_share,
         ..SearchOptions::default()
     }
-}
-
-/// `curve` with the best known before the first round (trial 0) in front.
-fn with_start(start: Option<f64>, curve: &[CurvePoint]) -> Vec<CurvePoint> {
-    let first = start.map(|best_gflops| CurvePoint {
-        trials: 0,
-        secs: 0.0,
-        best_gflops,
-    });
-    first.into_iter().chain(curve.iter().cloned()).collect()
 }
 
 fn tune_one(args: &TuneArgs, timeout: Duration) -> Result<String, CliError> {
@@ -260,7 +203,7 @@ fn tune_one(args: &TuneArgs, timeout: Duration) -> Result<String, CliError> {
         let start = start.lock().ok().and_then(|s| *s);
         let series = vec![(
             task.key().readable.clone(),
-            with_start(start, &report.curve),
+            CurvePoint::with_start(start, &report.curve),
         )];
         plot_curves(
             path,
@@ -398,7 +341,12 @@ fn tune_suite_command(args: &TuneArgs, path: &Path, timeout: Duration) -> Result
         let series: Vec<(String, Vec<CurvePoint>)> = report
             .tasks
             .iter()
-            .map(|t| (t.label.clone(), with_start(t.start_gflops, &t.report.curve)))
+            .map(|t| {
+                (
+                    t.label.clone(),
+                    CurvePoint::with_start(t.start_gflops, &t.report.curve),
+                )
+            })
             .collect();
         let title = format!(
             "suite {}: best GFLOP/s per workload, as a fraction of its final best",

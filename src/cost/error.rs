@@ -42,4 +42,7 @@ pub enum CostError {
         /// The names this build has.
         available: String,
     },
+    /// Nothing to train on.
+    #[error("no usable records to train {0} on (measure or tune something first)")]
+    NoRecords(String),
 }

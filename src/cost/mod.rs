@@ -15,6 +15,7 @@ mod learner_support;
 mod model;
 mod records;
 mod registry;
+mod train;
 #[cfg(test)]
 mod test_support;
 #[cfg(feature = "xgboost")]
@@ -32,5 +33,6 @@ pub use model::{
 pub use records::{Skipped, WorkloadRows, workload_rows};
 pub use registry::DEFAULT_LEARNER;
 pub use registry::{learner_from_bytes, learner_names, new_learner};
+pub use train::{TrainSummary, train_model_file};
 #[cfg(feature = "xgboost")]
 pub use xgb::{XgbConfig, XgbLearner, XgbObjective, XgbTreeMethod};

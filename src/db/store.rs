@@ -138,6 +138,28 @@ impl TuningDb {
         TuningDb { conn, path }
     }
 
+    /// Writes a consistent copy of the whole database to `to` (one file,
+    /// no WAL), replacing it whole or not at all; `to`'s folder must exist.
+    pub fn snapshot(&self, to: &Path) -> Result<(), DbError> {
+        let name = to
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let partial = to.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        let _ = std::fs::remove_file(&partial);
+        let target = partial.to_string_lossy().into_owned();
+        self.conn
+            .execute("VACUUM INTO ?1", params![target])
+            .map_err(|e| self.sql_error(e))?;
+        std::fs::rename(&partial, to).map_err(|source| {
+            let _ = std::fs::remove_file(&partial);
+            DbError::Io {
+                path: to.into(),
+                source,
+            }
+        })
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path

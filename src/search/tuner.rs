@@ -74,6 +74,18 @@ pub struct CurvePoint {
     pub best_gflops: f64,
 }
 
+impl CurvePoint {
+    /// `curve` with the best known before the run (`start`, at trial 0) in front.
+    pub fn with_start(start: Option<f64>, curve: &[CurvePoint]) -> Vec<CurvePoint> {
+        let first = start.map(|best_gflops| CurvePoint {
+            trials: 0,
+            secs: 0.0,
+            best_gflops,
+        });
+        first.into_iter().chain(curve.iter().cloned()).collect()
+    }
+}
+
 /// What a tuning run found.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct TuneReport {

@@ -1,0 +1,88 @@
+//! The flags `tessera tune` and `tessera ci` share: the search's cost model
+//! and how candidates are measured.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::error::CliError;
+use crate::cost::{self, CostModel, LearnedModel, RandomModel};
+use crate::measure::{MeasureOptions, Measurer, TimingOptions};
+
+/// The pretrained model used when `--pretrained` is not given.
+const DEFAULT_PRETRAINED: &str = "cost_model/pretrained.model";
+
+/// Cost-model and measurement flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SearchFlags {
+    /// Cost model: `random`, a learner (`tessera cost-model learners`).
+    #[arg(long, default_value = cost::DEFAULT_LEARNER)]
+    model: String,
+    /// A pretrained model file used while a workload has few records
+    /// (default: cost_model/pretrained.model when it exists).
+    #[arg(long)]
+    pretrained: Option<PathBuf>,
+    /// Start from an untrained model even when a pretrained file exists.
+    #[arg(long, conflicts_with = "pretrained")]
+    no_pretrained: bool,
+    /// Threads the kernel may use (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Worker processes for building and running candidates (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Seconds a candidate may run before it is stopped.
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// Timed repeats per candidate.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Shortest duration of a timed repeat, in milliseconds.
+    #[arg(long, default_value_t = 20.0)]
+    min_repeat_ms: f64,
+}
+
+impl SearchFlags {
+    /// `--timeout` as a duration (positive).
+    pub(crate) fn timeout(&self) -> Result<Duration, CliError> {
+        super::measure::seconds("timeout", self.timeout)
+    }
+
+    /// The search's cost model: `random`, or a learner warm-started from
+    /// the pretrained file (unless `--no-pretrained`).
+    pub(crate) fn model(&self, seed: u64) -> Result<Box<dyn CostModel>, CliError> {
+        if self.model == "random" {
+            return Ok(Box::new(RandomModel::new(seed)));
+        }
+        let mut model = LearnedModel::new(cost::new_learner(&self.model)?);
+        let default = Path::new(DEFAULT_PRETRAINED);
+        let pretrained = match &self.pretrained {
+            Some(p) => Some(p.as_path()),
+            None if self.no_pretrained => None,
+            None => default.is_file().then_some(default),
+        };
+        if let Some(path) = pretrained {
+            let (_, learner) = cost::load_model(path)?;
+            model = model.with_pretrained(learner);
+        }
+        Ok(Box::new(model))
+    }
+
+    /// Measurement workers with these flags (`timeout` from [`Self::timeout`]).
+    pub(crate) fn measurer(&self, timeout: Duration) -> Result<Measurer, CliError> {
+        if self.repeat == 0 {
+            return Err(CliError::Usage("--repeat must be at least 1".into()));
+        }
+        let defaults = MeasureOptions::default();
+        Ok(Measurer::new(MeasureOptions {
+            workers: self.workers.unwrap_or(defaults.workers),
+            kernel_threads: self.threads.unwrap_or(defaults.kernel_threads),
+            run_timeout: timeout,
+            timing: TimingOptions {
+                repeat: self.repeat,
+                min_repeat_ms: self.min_repeat_ms,
+                ..TimingOptions::default()
+            },
+            ..defaults
+        })?)
+    }
+}

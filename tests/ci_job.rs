@@ -1,0 +1,400 @@
+//! `tessera ci`, end to end with tiny budgets on the real binary: every
+//! output is written, a second run with a larger budget continues from the
+//! database, shards merge into the unsharded run's workload set, and a
+//! workload slower than its baseline artifact fails the job unless
+//! `--allow-regression`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tessera::db::TuningDb;
+use tessera::deploy::{INDEX_FILE, Index};
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn succeeded(args: &[&str]) -> String {
+    let out = tessera(args);
+    assert!(
+        out.status.success(),
+        "`tessera {}` failed: {}\n{}",
+        args.join(" "),
+        stderr(&out),
+        stdout(&out)
+    );
+    stdout(&out)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tessera-ci-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn text(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// A suite file of `(label, op, shape)` workloads.
+fn suite(dir: &Path, workloads: &[(&str, &str, &str)]) -> PathBuf {
+    let entries: Vec<Value> = workloads
+        .iter()
+        .map(|(label, op, shape)| {
+            serde_json::json!({"label": label, "op": op, "shape": shape, "weight": 1})
+        })
+        .collect();
+    let path = dir.join("suite.json");
+    let body = serde_json::json!({"name": "test", "description": "", "workloads": entries});
+    std::fs::write(&path, body.to_string()).expect("suite written");
+    path
+}
+
+const TWO: &[(&str, &str, &str)] = &[
+    ("matmul", "matmul", "M=16,N=16,K=16"),
+    ("relu", "relu", "M=32,N=32"),
+];
+
+fn report(out: &Path) -> Value {
+    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    serde_json::from_str(&text).expect("report.json is JSON")
+}
+
+/// The workload keys of the only device folder under `schedules`.
+fn deployed_keys(schedules: &Path) -> BTreeSet<String> {
+    let folders: Vec<PathBuf> = std::fs::read_dir(schedules)
+        .expect("schedules folder")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.join(INDEX_FILE).is_file())
+        .collect();
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    let index = Index::read(&folders[0].join(INDEX_FILE)).expect("index");
+    index
+        .artifacts
+        .iter()
+        .map(|e| e.workload_key.clone())
+        .collect()
+}
+
+fn trial_records(db: &Path) -> usize {
+    let db = TuningDb::open_existing(db).expect("database");
+    db.all_records()
+        .expect("records")
+        .iter()
+        .filter(|r| !r.steps.is_empty())
+        .count()
+}
+
+#[test]
+fn the_job_writes_every_output_and_resumes_from_its_database() {
+    let dir = temp_dir("resume");
+    let suite = suite(&dir, TWO);
+    let out = dir.join("out");
+    // Microsecond kernels on a shared machine: only a gross slowdown against
+    // the previous run's artifacts may count here (regressions have their
+    // own test).
+    let run = |trials: &str| {
+        succeeded(&[
+            "ci",
+            "--suite",
+            text(&suite),
+            "--out",
+            text(&out),
+            "--trials-per-task",
+            trials,
+            "--regression-tolerance",
+            "0.8",
+        ])
+    };
+
+    let first = run("2");
+    assert!(first.contains("2 trials per workload"), "{first}");
+    let r = report(&out);
+    assert_eq!(r["trials_this_run"], 4, "{r:#}");
+    let workloads = r["workloads"].as_array().expect("workloads");
+    assert_eq!(workloads.len(), 2);
+    for w in workloads {
+        assert!(w["tuned_gflops"].as_f64().is_some_and(|g| g > 0.0), "{w}");
+        assert!(w["default_gflops"].as_f64().is_some_and(|g| g > 0.0), "{w}");
+        assert_eq!(w["comparison"]["kind"], "no_baseline", "{w}");
+        assert!(w["artifact"].as_str().is_some(), "{w}");
+    }
+    let outputs = &r["outputs"];
+    let db = PathBuf::from(outputs["db"].as_str().expect("db"));
+    assert_eq!(db, out.join("tuning.db"));
+    assert_eq!(trial_records(&db), 4);
+    let log = PathBuf::from(outputs["log"].as_str().expect("log"));
+    assert!(log.starts_with(out.join("tuning_logs")));
+    let lines = std::fs::read_to_string(&log).expect("log").lines().count();
+    assert_eq!(lines, 6, "4 trials and 2 default schedules");
+    let model = PathBuf::from(outputs["model"].as_str().expect("model"));
+    let (header, _) = tessera::cost::load_model(&model).expect("the retrained model loads");
+    assert_eq!(header.workloads.len(), 2);
+    assert_eq!(deployed_keys(&out.join("schedules")).len(), 2);
+    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(md.contains("| `matmul[M=16,N=16,K=16,f32]#"), "{md}");
+    assert!(md.contains("2 trials per workload"), "{md}");
+    assert!(md.contains("![tuning curves](curves.svg)"), "{md}");
+    assert!(out.join("curves.svg").is_file());
+
+    // More budget: the run continues (4 more trials), it does not restart,
+    // and it compares with the artifacts the first run published.
+    run("4");
+    let r = report(&out);
+    assert_eq!(r["trials_this_run"], 4, "{r:#}");
+    assert_eq!(trial_records(&db), 8);
+    let trials: Vec<u64> = r["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .map(|w| w["trials"].as_u64().expect("trials"))
+        .collect();
+    assert_eq!(trials.iter().sum::<u64>(), 8);
+    for w in r["workloads"].as_array().expect("workloads") {
+        assert_ne!(w["comparison"]["kind"], "no_baseline", "{w}");
+    }
+
+    // The same budget again: nothing left to spend, nothing tuned.
+    let third = run("4");
+    assert!(third.contains("already spent"), "{third}");
+    assert_eq!(report(&out)["trials_this_run"], 0);
+    assert_eq!(trial_records(&db), 8);
+    assert!(!out.join("curves.svg").exists(), "no stale curves");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn two_shards_merged_equal_the_unsharded_run() {
+    let dir = temp_dir("shards");
+    let three = [
+        ("matmul", "matmul", "M=16,N=16,K=16"),
+        ("relu", "relu", "M=32,N=32"),
+        ("bias_add", "bias_add", "M=16,N=32"),
+    ];
+    let suite = suite(&dir, &three);
+    let run = |out: &Path, shard: &str| {
+        succeeded(&[
+            "ci",
+            "--suite",
+            text(&suite),
+            "--out",
+            text(out),
+            "--trials-per-task",
+            "1",
+            "--shard",
+            shard,
+        ])
+    };
+    let (a, b, whole) = (dir.join("a"), dir.join("b"), dir.join("whole"));
+    run(&a, "1/2");
+    run(&b, "2/2");
+    run(&whole, "1/1");
+    let keys_a = deployed_keys(&a.join("schedules"));
+    let keys_b = deployed_keys(&b.join("schedules"));
+    assert_eq!(
+        (keys_a.len(), keys_b.len()),
+        (2, 1),
+        "round robin: 1st and 3rd, 2nd"
+    );
+    assert!(keys_a.is_disjoint(&keys_b));
+
+    let merged = dir.join("merged.db");
+    for shard in [&a, &b] {
+        succeeded(&[
+            "cache",
+            "--db",
+            text(&merged),
+            "merge",
+            text(&shard.join("tuning.db")),
+        ]);
+    }
+    let schedules = dir.join("merged-schedules");
+    succeeded(&["deploy", "--db", text(&merged), "--out", text(&schedules)]);
+    let unsharded = deployed_keys(&whole.join("schedules"));
+    assert_eq!(unsharded.len(), 3);
+    assert_eq!(deployed_keys(&schedules), unsharded);
+    assert_eq!(
+        keys_a.union(&keys_b).cloned().collect::<BTreeSet<_>>(),
+        unsharded
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A baseline folder holding the hand-tiled schedule of matmul 64³.
+fn hand_tiled_baseline(dir: &Path) -> PathBuf {
+    let db = dir.join("baseline.db");
+    let schedule =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/schedules/matmul_tiled.json");
+    succeeded(&[
+        "measure",
+        "matmul",
+        "--shape",
+        "M=64,N=64,K=64",
+        "--schedule",
+        text(&schedule),
+        "--db",
+        text(&db),
+    ]);
+    let baseline = dir.join("baseline");
+    succeeded(&["deploy", "--db", text(&db), "--out", text(&baseline)]);
+    baseline
+}
+
+/// One trial of a random model with seed 1 gives a schedule of matmul 64³
+/// several times slower than the hand-tiled one (about 10×, measured).
+fn tune_one_trial(suite: &Path, out: &Path, baseline: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "ci",
+        "--suite",
+        text(suite),
+        "--out",
+        text(out),
+        "--trials-per-task",
+        "1",
+        "--baseline",
+        text(baseline),
+        "--seed",
+        "1",
+        "--model",
+        "random",
+        "--no-pretrained",
+    ];
+    args.extend_from_slice(extra);
+    tessera(&args)
+}
+
+#[test]
+fn a_schedule_slower_than_the_baseline_fails_the_job_unless_allowed() {
+    let dir = temp_dir("regression");
+    let suite = suite(&dir, &[("matmul", "matmul", "M=64,N=64,K=64")]);
+    let baseline = hand_tiled_baseline(&dir);
+
+    let out = dir.join("strict");
+    let strict = tune_one_trial(&suite, &out, &baseline, &[]);
+    assert_eq!(strict.status.code(), Some(3), "{}", stderr(&strict));
+    assert!(stdout(&strict).contains("REGRESSED"), "{}", stdout(&strict));
+    assert!(
+        stderr(&strict).contains("1 workload(s) regressed against the baseline (matmul)"),
+        "{}",
+        stderr(&strict)
+    );
+    let r = report(&out);
+    let w = &r["workloads"][0];
+    assert_eq!(w["regressed"], true, "{w}");
+    assert_eq!(w["comparison"]["kind"], "measured", "{w}");
+    assert!(
+        w["comparison"]["ratio"].as_f64().expect("ratio") < 0.9,
+        "{w}"
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(
+        md.contains("**regressed**") && md.contains("slower than the baseline"),
+        "{md}"
+    );
+
+    let allowed_out = dir.join("allowed");
+    let allowed = tune_one_trial(&suite, &allowed_out, &baseline, &["--allow-regression"]);
+    assert!(allowed.status.success(), "{}", stderr(&allowed));
+    assert_eq!(report(&allowed_out)["workloads"][0]["regressed"], true);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_baseline_that_no_longer_replays_is_held_to_its_recorded_speed() {
+    let dir = temp_dir("stale");
+    let suite = suite(&dir, &[("matmul", "matmul", "M=64,N=64,K=64")]);
+    let baseline = hand_tiled_baseline(&dir);
+    // Edit the artifact as a later tessera might read it: steps that no
+    // longer apply, and a recorded speed nothing reaches.
+    let folder = std::fs::read_dir(&baseline)
+        .expect("baseline")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.join(INDEX_FILE).is_file())
+        .expect("device folder");
+    let index = Index::read(&folder.join(INDEX_FILE)).expect("index");
+    let file = folder.join(&index.artifacts[0].file);
+    let mut artifact: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("artifact")).expect("JSON");
+    artifact["steps"] = serde_json::json!([{"kind": "split", "stage": "C", "iter": "no_such_axis", "factors": [4]}]);
+    artifact["gflops"] = serde_json::json!(1.0e6);
+    std::fs::write(&file, artifact.to_string()).expect("artifact written");
+
+    let out = dir.join("out");
+    let run = tune_one_trial(&suite, &out, &baseline, &["--allow-regression"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let w = &report(&out)["workloads"][0];
+    assert_eq!(w["comparison"]["kind"], "recorded", "{w}");
+    assert_eq!(w["comparison"]["baseline_gflops"], 1.0e6, "{w}");
+    assert!(
+        w["comparison"]["why"]
+            .as_str()
+            .expect("why")
+            .contains("no longer replays"),
+        "{w}"
+    );
+    assert_eq!(w["regressed"], true, "{w}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_options_fail_before_anything_is_written() {
+    let dir = temp_dir("options");
+    let suite = suite(&dir, TWO);
+    let out = dir.join("out");
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "give a budget"),
+        (&["--trials-per-task", "0"], "at least 1"),
+        (&["--trials-per-task", "1", "--shard", "3/3"], "is empty"),
+        (
+            &["--trials-per-task", "1", "--shard", "3/2"],
+            "expected i/n",
+        ),
+        (
+            &["--trials-per-task", "1", "--regression-tolerance", "1.5"],
+            "below 1",
+        ),
+        (&["--time-budget", "soon"], "time-budget"),
+        (
+            &["--trials-per-task", "1", "--learner", "nope"],
+            "unknown cost model",
+        ),
+    ];
+    for (extra, message) in cases {
+        let mut args = vec!["ci", "--suite", text(&suite), "--out", text(&out)];
+        args.extend_from_slice(extra);
+        let o = tessera(&args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(message), "{extra:?}: {}", stderr(&o));
+        assert!(!out.exists(), "{extra:?} wrote {}", out.display());
+    }
+    let missing = tessera(&[
+        "ci",
+        "--suite",
+        text(&dir.join("nope.json")),
+        "--out",
+        text(&out),
+        "--trials-per-task",
+        "1",
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        stderr(&missing).contains("nope.json"),
+        "{}",
+        stderr(&missing)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
