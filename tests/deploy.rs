@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::rc::Rc;
 
-use common::{assert_close, ok_result, other_device, random_inputs, reference};
+use common::{
+    assert_close, ok_result, other_device, random_inputs, reference, split_steps, tiled_steps,
+};
 use tessera::db::TuningDb;
 use tessera::deploy::{
     self, Artifact, DeployOptions, DeployOutcome, FallbackReason, INDEX_FILE, Index, KernelSource,
@@ -25,18 +27,6 @@ fn temp_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
-}
-
-fn tiled_steps() -> Vec<Step> {
-    let text = std::fs::read_to_string("examples/schedules/matmul_tiled.json").expect("schedule");
-    steps_from_json(&text).expect("steps")
-}
-
-fn split_steps(factor: i64) -> Vec<Step> {
-    steps_from_json(&format!(
-        r#"[{{"kind":"split","stage":"C","iter":"i1","factors":[{factor}]}}]"#
-    ))
-    .expect("valid")
 }
 
 /// A database with matmul 64³ on this host (the tiled schedule fastest, a
@@ -469,4 +459,72 @@ fn a_users_own_definition_of_the_workload_loads_the_tuned_schedule() {
     let inputs = random_inputs(&dag, 5);
     let got = loaded.kernel.run_host(&inputs).expect("runs");
     assert_close("renamed matmul", &got, &reference(&dag, &inputs), 64);
+}
+
+#[test]
+fn deploy_device_selects_another_machines_records_or_all() {
+    let dir = temp_dir("device");
+    let (db, _) = tuned_db(&dir);
+    drop(db);
+    let db_arg = dir.join("tuning.db").to_string_lossy().into_owned();
+    let folders = |out: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(out)
+            .map(|entries| {
+                entries
+                    .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let other = other_device().key();
+    let other_dir = device_dir(Path::new(""), &other)
+        .to_string_lossy()
+        .into_owned();
+    let host_dir = device_dir(Path::new(""), &host_device().key())
+        .to_string_lossy()
+        .into_owned();
+
+    let only_other = dir.join("other");
+    let run = tessera(&[
+        "deploy",
+        "--db",
+        &db_arg,
+        "--out",
+        &only_other.to_string_lossy(),
+        "--device",
+        other.short_hash(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(folders(&only_other), vec![other_dir.clone()]);
+
+    let all = dir.join("all");
+    let run = tessera(&[
+        "deploy",
+        "--db",
+        &db_arg,
+        "--out",
+        &all.to_string_lossy(),
+        "--device",
+        "all",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let mut both = vec![other_dir, host_dir];
+    both.sort();
+    assert_eq!(folders(&all), both);
+
+    let missing = tessera(&["deploy", "--db", &db_arg, "--device", "no-such-device"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no-such-device"));
+    let aot = tessera(&["deploy", "--db", &db_arg, "--device", "all", "--aot"]);
+    assert_eq!(aot.status.code(), Some(2), "AOT targets this machine only");
 }

@@ -1,20 +1,35 @@
 //! `tessera deploy`: tuned schedules out of the database into the
-//! deployable `schedules/<device>/` folder.
+//! deployable `schedules/<device>/` folder; `tessera deploy --verify DIR`
+//! checks every artifact of a schedules folder against the reference.
 
 use std::fmt::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
 use super::error::CliError;
 use crate::codegen::CodegenOptions;
 use crate::db::{self, TuningDb};
-use crate::deploy::{self, DeployOptions, DeployOutcome};
-use crate::runtime;
+use crate::deploy::{self, DeployError, DeployOptions, DeployOutcome, VerifyOutcome};
+use crate::measure::{MeasureOptions, Measurer, TimingOptions};
+use crate::runtime::{self, DeviceKey};
 
-/// `tessera deploy`.
+/// `tessera deploy`: write the best schedule of each workload tuned on this
+/// device into OUT/<device>/ (artifacts and index), optionally as object
+/// files; or, with `--verify DIR`, deploy nothing and check every artifact
+/// under DIR: replayed, compiled, run in a measurement worker and compared
+/// with the reference (exit code 3 when any fails).
 #[derive(Debug, clap::Args)]
 pub(crate) struct DeployArgs {
+    /// Deploy nothing: verify every artifact of every device folder in DIR
+    /// (replay, compile, run against the reference, time) and report each;
+    /// exit code 3 when any fails.
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with_all = ["workloads", "force", "aot", "db", "out", "device"]
+    )]
+    verify: Option<PathBuf>,
     /// The tuning database (default: $TESSERA_DB or tuning_logs/tuning.db).
     #[arg(long)]
     db: Option<PathBuf>,
@@ -30,14 +45,22 @@ pub(crate) struct DeployArgs {
     force: bool,
     /// Also compile each deployed kernel ahead of time: OUT/<device>/aot/
     /// gets `<op>_<key>.o`, its C header and `tessera_runtime.c`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "device")]
     aot: bool,
+    /// Deploy another device's records instead of this machine's: a
+    /// readable name, `name#hash`, a key-hash prefix, or `all` (every device
+    /// in the database, e.g. after merging the shards of a CI run).
+    #[arg(long, value_name = "DEVICE")]
+    device: Option<String>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
 }
 
 pub(crate) fn deploy(args: &DeployArgs) -> Result<String, CliError> {
+    if let Some(dir) = &args.verify {
+        return verify(dir, args.json);
+    }
     let path = args.db.clone().unwrap_or_else(db::default_path);
     if !path.is_file() {
         return Err(CliError::Usage(format!(
@@ -46,19 +69,75 @@ pub(crate) fn deploy(args: &DeployArgs) -> Result<String, CliError> {
         )));
     }
     let database = TuningDb::open_existing(&path)?;
-    let device = runtime::host_device();
+    let devices = match &args.device {
+        None => vec![runtime::host_device().key()],
+        Some(selector) => devices_named(&database, selector, &path)?,
+    };
+    let mut out = String::new();
+    for device in &devices {
+        match deploy_for(args, &database, &path, device) {
+            Ok(text) => out.push_str(&text),
+            // With several devices, one without successes is a line, not the end.
+            Err(CliError::NotFound(why)) if devices.len() > 1 => {
+                out.push_str(&format!("{why}\n"));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// The devices of `database` that `selector` names (`all`: every one).
+fn devices_named(
+    database: &TuningDb,
+    selector: &str,
+    path: &Path,
+) -> Result<Vec<DeviceKey>, CliError> {
+    let mut all: Vec<DeviceKey> = database
+        .list()?
+        .into_iter()
+        .map(|s| DeviceKey {
+            readable: s.device.0,
+            hash: s.device.1,
+        })
+        .collect();
+    all.dedup();
+    let named: Vec<DeviceKey> = if selector == "all" {
+        all
+    } else {
+        let hashes = database.find_devices(selector)?;
+        all.into_iter()
+            .filter(|d| hashes.contains(&d.hash))
+            .collect()
+    };
+    if named.is_empty() {
+        return Err(CliError::NotFound(format!(
+            "--device {selector}: no such device with records in {} (`tessera cache list --db {}` shows them)",
+            path.display(),
+            path.display()
+        )));
+    }
+    Ok(named)
+}
+
+/// Deploys `device`'s records; the text or JSON to print.
+fn deploy_for(
+    args: &DeployArgs,
+    database: &TuningDb,
+    path: &Path,
+    device: &DeviceKey,
+) -> Result<String, CliError> {
     let options = DeployOptions {
         out: args.out.clone(),
         workloads: args.workloads.clone(),
         force: args.force,
     };
-    let report =
-        deploy::deploy(&database, device, &options).map_err(|e| CliError::Usage(e.to_string()))?;
+    let report = deploy::deploy_device(database, device, &options)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     if report.workloads.is_empty() {
         return Err(CliError::NotFound(format!(
-            "nothing to deploy: {} has no successful records on this device ({})",
+            "nothing to deploy: {} has no successful records on device {device}",
             path.display(),
-            device.key()
         )));
     }
     let objects = if args.aot {
@@ -104,8 +183,8 @@ pub(crate) fn deploy(args: &DeployArgs) -> Result<String, CliError> {
         return Ok(format!(
             "{}\n",
             json!({
-                "device_key": device.key().hash,
-                "device": device.key().readable,
+                "device_key": device.hash,
+                "device": device.readable,
                 "dir": report.device_dir.display().to_string(),
                 "workloads": rows,
             })
@@ -141,4 +220,101 @@ pub(crate) fn deploy(args: &DeployArgs) -> Result<String, CliError> {
         }
     }
     Ok(out)
+}
+
+/// `tessera deploy --verify DIR [--json]`.
+fn verify(dir: &Path, json: bool) -> Result<String, CliError> {
+    if !dir.is_dir() {
+        // Before starting any worker.
+        return Err(CliError::NotFound(
+            DeployError::NoLibrary(dir.to_path_buf()).to_string(),
+        ));
+    }
+    let options = MeasureOptions {
+        timing: TimingOptions {
+            repeat: 3,
+            min_repeat_ms: 10.0,
+            ..TimingOptions::default()
+        },
+        ..MeasureOptions::default()
+    };
+    let mut measurer = Measurer::new(options)?;
+    let report = deploy::verify(dir, None, &mut measurer).map_err(|e| match e {
+        DeployError::NoLibrary(_) => CliError::NotFound(e.to_string()),
+        DeployError::Measure(e) => CliError::Measure(e),
+        e => CliError::Usage(e.to_string()),
+    })?;
+    if report.artifacts.is_empty() {
+        return Err(CliError::NotFound(format!(
+            "no artifacts in {} (it holds no <device>/ folder with an index.json; deploy with `tessera deploy --out {}`)",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    let total = report.artifacts.len();
+    let failed = report.failures().len();
+    let passed = total - failed;
+    let output = if json {
+        let rows: Vec<_> = report
+            .artifacts
+            .iter()
+            .map(|a| {
+                let (passed, gflops, recorded, reason) = match &a.outcome {
+                    VerifyOutcome::Passed {
+                        gflops,
+                        recorded_gflops,
+                    } => (true, Some(*gflops), Some(*recorded_gflops), None),
+                    VerifyOutcome::Failed(reason) => (false, None, None, Some(reason.clone())),
+                };
+                json!({
+                    "device_dir": a.device_dir.display().to_string(),
+                    "workload": a.readable,
+                    "file": a.file.display().to_string(),
+                    "passed": passed,
+                    "gflops": gflops,
+                    "recorded_gflops": recorded,
+                    "reason": reason,
+                })
+            })
+            .collect();
+        format!(
+            "{}\n",
+            json!({
+                "dir": dir.display().to_string(),
+                "artifacts": rows,
+                "passed": passed,
+                "failed": failed,
+            })
+        )
+    } else {
+        let mut out = String::new();
+        for a in &report.artifacts {
+            let _ = match &a.outcome {
+                VerifyOutcome::Passed {
+                    gflops,
+                    recorded_gflops,
+                } => writeln!(
+                    out,
+                    "ok    {}  {gflops:.2} GFLOP/s (recorded {recorded_gflops:.2})",
+                    a.readable
+                ),
+                VerifyOutcome::Failed(reason) => {
+                    writeln!(out, "FAIL  {}  {reason}", a.readable)
+                }
+            };
+        }
+        let _ = writeln!(
+            out,
+            "verified {total} artifacts in {}: {passed} passed, {failed} failed",
+            dir.display()
+        );
+        out
+    };
+    if failed > 0 {
+        return Err(CliError::CheckFailed {
+            report: output,
+            summary: format!("{failed} of {total} artifacts failed verification"),
+        });
+    }
+    Ok(output)
 }

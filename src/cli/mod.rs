@@ -47,8 +47,9 @@ enum Command {
     /// Time the best cached (or deployed, or given) schedule, verified, against
     /// the default schedule and (for matrix products) the matrixmultiply and gemm crates.
     Bench(bench::BenchArgs),
-    /// Write the best schedule of each workload tuned on this device into
-    /// schedules/<device>/ (artifacts and index), optionally as object files.
+    /// Write the best schedule of each workload tuned on this device (or
+    /// --device) into schedules/<device>/ (artifacts and index), optionally
+    /// as object files; or --verify a schedules folder against the reference.
     Deploy(deploy::DeployArgs),
     /// Print this machine's device fingerprint (the key tuning records are stored under).
     Device {

@@ -15,9 +15,9 @@ mod learner_support;
 mod model;
 mod records;
 mod registry;
-mod train;
 #[cfg(test)]
 mod test_support;
+mod train;
 #[cfg(feature = "xgboost")]
 mod xgb;
 

@@ -49,6 +49,9 @@ pub enum DeployError {
     /// Ahead-of-time compilation failed.
     #[error(transparent)]
     Aot(#[from] super::aot::AotError),
+    /// The measurer could not work (verifying artifacts needs it).
+    #[error(transparent)]
+    Measure(#[from] crate::measure::MeasureError),
 }
 
 impl DeployError {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::db::TuningDb;
 use crate::measure::Task;
-use crate::runtime::DeviceDescription;
+use crate::runtime::{DeviceDescription, DeviceKey};
 
 use super::artifact::{
     Artifact, INDEX_FILE, Index, IndexEntry, artifact_file_name, device_dir, write_atomic,
@@ -77,7 +77,18 @@ pub fn deploy(
     device: &DeviceDescription,
     options: &DeployOptions,
 ) -> Result<DeployReport, DeployError> {
-    let key = device.key();
+    deploy_device(db, &device.key(), options)
+}
+
+/// As [`deploy`], for the device with key `key` (which need not be this
+/// machine: the merge step of a sharded CI run deploys the records of the
+/// machines that tuned them).
+pub fn deploy_device(
+    db: &TuningDb,
+    key: &DeviceKey,
+    options: &DeployOptions,
+) -> Result<DeployReport, DeployError> {
+    let key = key.clone();
     let tuned: Vec<_> = db
         .list()?
         .into_iter()

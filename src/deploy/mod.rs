@@ -1,6 +1,7 @@
 //! Deployment: tuned schedules out of the cache into artifacts
 //! (`schedules/<device>/<workload>.json`), loaded back and compiled without
-//! searching, or compiled ahead of time into object files.
+//! searching, or compiled ahead of time into object files; `verify` checks
+//! every deployed artifact against the reference.
 
 mod ahead;
 pub mod aot;
@@ -9,6 +10,7 @@ mod error;
 mod export;
 mod library;
 mod rename;
+mod verify;
 
 pub use ahead::{AOT_DIR, AotWorkload, aot_symbol, compile_deployed};
 pub use artifact::{
@@ -16,6 +18,9 @@ pub use artifact::{
     write_atomic,
 };
 pub use error::DeployError;
-pub use export::{DeployOptions, DeployOutcome, DeployReport, DeployedWorkload, deploy};
+pub use export::{
+    DeployOptions, DeployOutcome, DeployReport, DeployedWorkload, deploy, deploy_device,
+};
 pub use library::{FallbackReason, KernelSource, Library, LoadedKernel, Resolution};
 pub use rename::translate_steps;
+pub use verify::{VerifiedArtifact, VerifyOutcome, VerifyReport, verify};

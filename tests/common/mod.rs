@@ -261,3 +261,17 @@ pub fn other_device() -> DeviceDescription {
     d.features.push("has_imaginary_feature".into());
     d
 }
+
+/// The hand-tiled matmul schedule of `examples/schedules/matmul_tiled.json`.
+pub fn tiled_steps() -> Vec<tessera::schedule::Step> {
+    let text = std::fs::read_to_string("examples/schedules/matmul_tiled.json").expect("schedule");
+    tessera::schedule::steps_from_json(&text).expect("steps")
+}
+
+/// Matmul's output column axis split by `factor`.
+pub fn split_steps(factor: i64) -> Vec<tessera::schedule::Step> {
+    tessera::schedule::steps_from_json(&format!(
+        r#"[{{"kind":"split","stage":"C","iter":"i1","factors":[{factor}]}}]"#
+    ))
+    .expect("valid")
+}

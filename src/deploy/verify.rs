@@ -1,0 +1,360 @@
+//! `tessera deploy --verify`: every deployed artifact replayed, compiled,
+//! run in a measurement worker and checked against the reference, so that a
+//! stale, corrupt or wrong artifact is found before it is shipped.
+//!
+//! Per device folder (a folder under the schedules root that holds
+//! `index.json`), each index entry is checked in order: the artifact file
+//! reads; its workload key is its index entry's; its registry operator
+//! rebuilds a DAG with the same key (else it is stale); its steps replay on
+//! that DAG; and the measurer builds, runs, verifies and times it. A `*.json`
+//! file the index does not list fails too, so nothing unverified hides in a
+//! device folder.
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+
+use crate::measure::{MeasureError, Measurer, Task};
+use crate::runtime::DeviceKey;
+use crate::schedule::State;
+
+use super::ahead::AOT_DIR;
+use super::artifact::{Artifact, INDEX_FILE, Index, IndexEntry, device_dir};
+use super::error::DeployError;
+
+/// What verifying one artifact found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VerifyOutcome {
+    /// Replayed, compiled, ran in a measurement worker and matched the reference.
+    Passed {
+        /// GFLOP/s measured now (median cost).
+        gflops: f64,
+        /// GFLOP/s the artifact records from when it was tuned.
+        recorded_gflops: f64,
+    },
+    /// Why it failed (one line: what and how to fix).
+    Failed(String),
+}
+
+impl VerifyOutcome {
+    /// Whether the artifact verified.
+    pub fn passed(&self) -> bool {
+        matches!(self, VerifyOutcome::Passed { .. })
+    }
+}
+
+/// One artifact (or stray file) of a schedules folder and what verifying it found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VerifiedArtifact {
+    /// The device folder.
+    pub device_dir: PathBuf,
+    /// The workload's readable form (from the index entry); for a file the
+    /// index does not describe, its file name.
+    pub readable: String,
+    /// The artifact file.
+    pub file: PathBuf,
+    /// Passed with its speed, or failed with the reason.
+    pub outcome: VerifyOutcome,
+}
+
+/// Everything `verify` checked, sorted by device folder, then readable form.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct VerifyReport {
+    /// One entry per artifact (and per stray or unreadable file).
+    pub artifacts: Vec<VerifiedArtifact>,
+}
+
+impl VerifyReport {
+    /// The artifacts that failed.
+    pub fn failures(&self) -> Vec<&VerifiedArtifact> {
+        self.artifacts
+            .iter()
+            .filter(|a| !a.outcome.passed())
+            .collect()
+    }
+
+    /// How many artifacts passed.
+    pub fn passed(&self) -> usize {
+        self.artifacts.len() - self.failures().len()
+    }
+}
+
+/// Verifies every artifact of every device folder under `root` (or only the
+/// folder of `device` when given). Errors only when `root` is not a schedules
+/// folder ([`DeployError::NoLibrary`]) or unreadable, or when the measurer
+/// itself fails; every per-artifact problem is a [`VerifyOutcome::Failed`].
+///
+/// `root` may also be one device folder (it holds `index.json` itself).
+pub fn verify(
+    root: &Path,
+    device: Option<&DeviceKey>,
+    measurer: &mut Measurer,
+) -> Result<VerifyReport, DeployError> {
+    if !root.is_dir() {
+        return Err(DeployError::NoLibrary(root.to_path_buf()));
+    }
+    let folders: Vec<PathBuf> = match device {
+        Some(device) => {
+            let dir = device_dir(root, device);
+            if dir.is_dir() { vec![dir] } else { Vec::new() }
+        }
+        None if root.join(INDEX_FILE).is_file() => vec![root.to_path_buf()],
+        None => {
+            let mut dirs = Vec::new();
+            for entry in std::fs::read_dir(root).map_err(DeployError::io(root))? {
+                let path = entry.map_err(DeployError::io(root))?.path();
+                if path.is_dir() && path.file_name().is_some_and(|n| n != AOT_DIR) {
+                    dirs.push(path);
+                }
+            }
+            dirs.sort();
+            dirs
+        }
+    };
+    let mut artifacts = Vec::new();
+    for dir in folders {
+        verify_folder(&dir, measurer, &mut artifacts)?;
+    }
+    artifacts.sort_by(|a, b| {
+        (&a.device_dir, &a.readable, &a.file).cmp(&(&b.device_dir, &b.readable, &b.file))
+    });
+    Ok(VerifyReport { artifacts })
+}
+
+/// The `*.json` files directly in `dir` other than `index.json`, sorted.
+fn json_files(dir: &Path) -> Result<Vec<PathBuf>, DeployError> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(DeployError::io(dir))? {
+        let path = entry.map_err(DeployError::io(dir))?.path();
+        let is_json = path.extension().is_some_and(|e| e == "json");
+        let is_index = path.file_name().is_some_and(|n| n == INDEX_FILE);
+        if is_json && !is_index && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn file_label(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+fn verify_folder(
+    dir: &Path,
+    measurer: &mut Measurer,
+    out: &mut Vec<VerifiedArtifact>,
+) -> Result<(), DeployError> {
+    let failed = |file: PathBuf, readable: String, reason: String| VerifiedArtifact {
+        device_dir: dir.to_path_buf(),
+        readable,
+        file,
+        outcome: VerifyOutcome::Failed(reason),
+    };
+    let strays = json_files(dir)?;
+    let index_path = dir.join(INDEX_FILE);
+    if !index_path.is_file() {
+        // Not a device folder unless it holds artifacts without their index.
+        if !strays.is_empty() {
+            out.push(failed(
+                index_path,
+                INDEX_FILE.to_string(),
+                format!(
+                    "no index.json in a folder with {} artifact file(s); redeploy with `tessera deploy` (or remove the folder)",
+                    strays.len()
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    let index = match Index::read(&index_path) {
+        Ok(index) => index,
+        Err(e) => {
+            let reason = match e {
+                DeployError::BadFile { reason, .. } => reason,
+                other => other.to_string(),
+            };
+            out.push(failed(
+                index_path,
+                INDEX_FILE.to_string(),
+                format!(
+                    "{reason}; none of this folder's artifacts can be verified — redeploy with `tessera deploy`"
+                ),
+            ));
+            return Ok(());
+        }
+    };
+    let listed: BTreeSet<&str> = index.artifacts.iter().map(|e| e.file.as_str()).collect();
+    for entry in &index.artifacts {
+        let outcome = verify_entry(dir, &index, entry, measurer)?;
+        out.push(VerifiedArtifact {
+            device_dir: dir.to_path_buf(),
+            readable: entry.readable.clone(),
+            file: dir.join(&entry.file),
+            outcome,
+        });
+    }
+    for stray in strays {
+        let name = file_label(&stray);
+        if !listed.contains(name.as_str()) {
+            out.push(failed(
+                stray,
+                name,
+                "not in index.json, so never loaded or verified; redeploy with `tessera deploy` or remove it".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `name` is a plain file name (no folders, no `..`).
+fn is_plain_file_name(name: &str) -> bool {
+    let mut components = Path::new(name).components();
+    matches!(components.next(), Some(Component::Normal(_))) && components.next().is_none()
+}
+
+fn verify_entry(
+    dir: &Path,
+    index: &Index,
+    entry: &IndexEntry,
+    measurer: &mut Measurer,
+) -> Result<VerifyOutcome, DeployError> {
+    let fail = |reason: String| Ok(VerifyOutcome::Failed(reason));
+    if !is_plain_file_name(&entry.file) {
+        return fail(format!(
+            "the index names '{}', not a file in its folder; redeploy with `tessera deploy`",
+            entry.file
+        ));
+    }
+    let path = dir.join(&entry.file);
+    let artifact = match Artifact::read(&path) {
+        Ok(artifact) => artifact,
+        Err(DeployError::BadFile { reason, .. }) => {
+            return fail(format!("{reason}; redeploy it with `tessera deploy`"));
+        }
+        Err(DeployError::Io { source, .. }) => {
+            return fail(format!(
+                "cannot read the artifact: {source}; redeploy it with `tessera deploy`"
+            ));
+        }
+        Err(e) => return fail(format!("{e}; redeploy it with `tessera deploy`")),
+    };
+    if artifact.workload.key != entry.workload_key {
+        return fail(format!(
+            "it is the artifact of {} (workload key {}), not of its index entry (key {}); redeploy with `tessera deploy`",
+            artifact.workload.readable,
+            short(&artifact.workload.key),
+            short(&entry.workload_key)
+        ));
+    }
+    if artifact.device.key != index.device_key {
+        return fail(format!(
+            "it was tuned on device {}, not on its folder's device {}; redeploy with `tessera deploy`",
+            artifact.device.readable, index.device
+        ));
+    }
+    let (Some(op), Some(shape)) = (
+        artifact.workload.op.as_deref(),
+        artifact.workload.shape.as_deref(),
+    ) else {
+        return fail(
+            "not built from a registered operator, so it cannot be rebuilt to verify; deploy it from a registered op (see `tessera ops`)".into(),
+        );
+    };
+    let task = match Task::from_registry(op, shape) {
+        Ok(task) => task,
+        Err(e) => {
+            return fail(format!(
+                "cannot rebuild {op}[{shape}]: {e}; register the operator in this binary or remove the artifact"
+            ));
+        }
+    };
+    if task.key().hash != artifact.workload.key {
+        return fail(format!(
+            "stale: the operator changed since it was tuned (workload key {} then, {} now); tune and deploy again",
+            short(&artifact.workload.key),
+            task.key().short_hash()
+        ));
+    }
+    let state = match State::replay(task.dag(), &artifact.steps) {
+        Ok(state) => state,
+        Err(e) => {
+            return fail(format!(
+                "its schedule does not replay: {e}; tune and deploy again"
+            ));
+        }
+    };
+    let results = match measurer.measure(&task, &[state]) {
+        Ok(results) => results,
+        // Problems of this task's reference are this artifact's failure; a
+        // measurer that cannot work at all fails the whole verification.
+        Err(e @ (MeasureError::Reference { .. } | MeasureError::Interp(_))) => {
+            return fail(format!("{e}; the artifact could not be checked"));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(result) = results.into_iter().next() else {
+        return fail("the measurer returned no result".into());
+    };
+    if !result.is_ok() {
+        return fail(format!(
+            "{}: {}; tune and deploy again",
+            result.error_kind,
+            result.error_msg.trim()
+        ));
+    }
+    match result.median() {
+        Some(median) if median > 0.0 => Ok(VerifyOutcome::Passed {
+            gflops: task.dag().flop_count() as f64 / median / 1e9,
+            recorded_gflops: artifact.gflops,
+        }),
+        _ => fail("measured, but no positive time was recorded; run the verification again".into()),
+    }
+}
+
+/// The first 12 hex digits of a key hash.
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_file_names_must_stay_in_their_folder() {
+        assert!(is_plain_file_name("matmul_M32-0123456789ab.json"));
+        assert!(!is_plain_file_name("../elsewhere.json"));
+        assert!(!is_plain_file_name("sub/dir.json"));
+        assert!(!is_plain_file_name("/abs.json"));
+        assert!(!is_plain_file_name(""));
+    }
+
+    #[test]
+    fn failures_are_the_failed_outcomes() {
+        let entry = |readable: &str, outcome| VerifiedArtifact {
+            device_dir: PathBuf::from("d"),
+            readable: readable.into(),
+            file: PathBuf::from(format!("d/{readable}.json")),
+            outcome,
+        };
+        let report = VerifyReport {
+            artifacts: vec![
+                entry(
+                    "a",
+                    VerifyOutcome::Passed {
+                        gflops: 1.0,
+                        recorded_gflops: 2.0,
+                    },
+                ),
+                entry("b", VerifyOutcome::Failed("why".into())),
+            ],
+        };
+        assert_eq!(report.passed(), 1);
+        let failures = report.failures();
+        assert_eq!(failures.len(), 1);
+        assert_eq!(failures[0].readable, "b");
+    }
+}

@@ -1,0 +1,403 @@
+//! `deploy::verify` and `tessera deploy --verify`: every deployed artifact
+//! replayed, compiled, run in a measurement worker and checked against the
+//! reference; each broken one reported with its own reason while the good
+//! ones still pass.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{ok_result, other_device, split_steps, tiled_steps};
+use tessera::db::TuningDb;
+use tessera::deploy::{
+    self, Artifact, DeployError, DeployOptions, INDEX_FILE, Index, VerifiedArtifact, VerifyOutcome,
+    VerifyReport, device_dir,
+};
+use tessera::measure::{MeasureOptions, MeasureResult, Measurer, Task, TimingOptions};
+use tessera::runtime::host_device;
+use tessera::schedule::{Step, steps_from_json};
+
+/// The good artifact (tiled), and three that get broken in the tests.
+const GOOD: &str = "M=32,N=32,K=32";
+const BAD_STEPS: &str = "M=32,N=16,K=32";
+const STALE: &str = "M=16,N=32,K=32";
+const CORRUPT: &str = "M=16,N=16,K=16";
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "tessera-deploy-verify-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn readable(shape: &str) -> String {
+    Task::from_registry("matmul", shape)
+        .expect("task")
+        .key()
+        .readable
+        .clone()
+}
+
+/// Deploys matmul at `shapes` (the first with the tiled schedule, the rest
+/// with a split) from a fresh database into `dir/schedules`; returns the
+/// schedules root.
+fn deployed(dir: &Path, shapes: &[&str]) -> PathBuf {
+    let mut db = TuningDb::open(&dir.join("tuning.db")).expect("db");
+    let fast = ok_result(1e-5, 1.8e9);
+    for (n, shape) in shapes.iter().enumerate() {
+        let task = Task::from_registry("matmul", shape).expect("task");
+        let steps = if n == 0 {
+            tiled_steps()
+        } else {
+            split_steps(4)
+        };
+        let batch: Vec<(&[Step], &MeasureResult)> = vec![(&steps, &fast)];
+        db.record_batch(&task, host_device(), &batch)
+            .expect("recorded");
+    }
+    let out = dir.join("schedules");
+    let options = DeployOptions {
+        out: out.clone(),
+        ..DeployOptions::default()
+    };
+    let report = deploy::deploy(&db, host_device(), &options).expect("deployed");
+    assert_eq!(report.workloads.len(), shapes.len());
+    out
+}
+
+fn measurer() -> Measurer {
+    Measurer::new(MeasureOptions {
+        workers: 1,
+        kernel_threads: 2,
+        timing: TimingOptions {
+            repeat: 1,
+            min_repeat_ms: 1.0,
+            ..TimingOptions::default()
+        },
+        worker_program: Some(PathBuf::from(env!("CARGO_BIN_EXE_tessera"))),
+        ..MeasureOptions::default()
+    })
+    .expect("measurer")
+}
+
+fn host_dir(out: &Path) -> PathBuf {
+    device_dir(out, &host_device().key())
+}
+
+/// The artifact file of matmul at `shape` in this host's folder.
+fn artifact_file(out: &Path, shape: &str) -> PathBuf {
+    let index = Index::read(&host_dir(out).join(INDEX_FILE)).expect("index");
+    let entry = index
+        .artifacts
+        .iter()
+        .find(|e| e.readable == readable(shape))
+        .expect("indexed");
+    host_dir(out).join(&entry.file)
+}
+
+fn find<'a>(report: &'a VerifyReport, readable: &str) -> &'a VerifiedArtifact {
+    report
+        .artifacts
+        .iter()
+        .find(|a| a.readable == readable)
+        .unwrap_or_else(|| panic!("{readable} not in {report:#?}"))
+}
+
+fn reason(report: &VerifyReport, readable: &str) -> String {
+    match &find(report, readable).outcome {
+        VerifyOutcome::Failed(reason) => reason.clone(),
+        passed => panic!("{readable} should fail, got {passed:?}"),
+    }
+}
+
+fn assert_passed(artifact: &VerifiedArtifact) {
+    match artifact.outcome {
+        VerifyOutcome::Passed {
+            gflops,
+            recorded_gflops,
+        } => {
+            assert!(gflops > 0.0 && gflops.is_finite(), "{artifact:?}");
+            let recorded = Artifact::read(&artifact.file).expect("artifact").gflops;
+            assert_eq!(recorded_gflops, recorded);
+        }
+        VerifyOutcome::Failed(ref reason) => {
+            panic!("{} should pass: {reason}", artifact.readable)
+        }
+    }
+}
+
+/// Breaks the artifacts of a deployed folder, one way each (see the constants).
+fn break_artifacts(out: &Path) {
+    // Steps that no longer replay.
+    let file = artifact_file(out, BAD_STEPS);
+    let mut artifact = Artifact::read(&file).expect("artifact");
+    artifact.steps =
+        steps_from_json(r#"[{"kind":"split","stage":"C","iter":"no_such_loop","factors":[4]}]"#)
+            .expect("steps");
+    std::fs::write(&file, serde_json::to_string(&artifact).expect("json")).expect("write");
+    // Tuned for another definition: key changed in the artifact and its
+    // index entry alike, so only the rebuilt DAG's key tells.
+    let file = artifact_file(out, STALE);
+    let old_key = "0".repeat(64);
+    let mut artifact = Artifact::read(&file).expect("artifact");
+    artifact.workload.key = old_key.clone();
+    std::fs::write(&file, serde_json::to_string(&artifact).expect("json")).expect("write");
+    let index_path = host_dir(out).join(INDEX_FILE);
+    let mut index = Index::read(&index_path).expect("index");
+    let stale = readable(STALE);
+    for entry in &mut index.artifacts {
+        if entry.readable == stale {
+            entry.workload_key = old_key.clone();
+        }
+    }
+    std::fs::write(&index_path, serde_json::to_string(&index).expect("json")).expect("write");
+    // Not JSON at all.
+    std::fs::write(artifact_file(out, CORRUPT), "{\"schema\": 1, \"steps\": [").expect("write");
+    // A file the index does not list.
+    let good = Artifact::read(&artifact_file(out, GOOD)).expect("artifact");
+    std::fs::write(
+        host_dir(out).join("extra.json"),
+        serde_json::to_string(&good).expect("json"),
+    )
+    .expect("write");
+}
+
+#[test]
+fn a_freshly_deployed_folder_verifies() {
+    let dir = temp_dir("fresh");
+    let out = deployed(&dir, &[GOOD, BAD_STEPS]);
+    // The aot/ folder of a device folder and a stray aot/ at the root are
+    // not device folders.
+    std::fs::create_dir_all(host_dir(&out).join("aot")).expect("aot");
+    std::fs::write(host_dir(&out).join("aot").join("x.h"), "/* */").expect("write");
+    std::fs::create_dir_all(out.join("aot")).expect("aot");
+    std::fs::write(out.join("aot").join("stray.json"), "{}").expect("write");
+    let mut measurer = measurer();
+    let report = deploy::verify(&out, None, &mut measurer).expect("verified");
+    assert_eq!(report.artifacts.len(), 2, "{report:#?}");
+    assert!(report.failures().is_empty(), "{report:#?}");
+    for artifact in &report.artifacts {
+        assert_passed(artifact);
+        assert_eq!(artifact.device_dir, host_dir(&out));
+        assert!(artifact.file.is_file());
+    }
+    let mut names: Vec<_> = report
+        .artifacts
+        .iter()
+        .map(|a| a.readable.clone())
+        .collect();
+    names.sort();
+    assert_eq!(
+        report
+            .artifacts
+            .iter()
+            .map(|a| a.readable.clone())
+            .collect::<Vec<_>>(),
+        names,
+        "sorted by readable form"
+    );
+    // Only this device's folder, or another device's (which has none).
+    let only = deploy::verify(&out, Some(&host_device().key()), &mut measurer).expect("verified");
+    assert_eq!(only.artifacts.len(), 2);
+    assert!(only.failures().is_empty());
+    let other = deploy::verify(&out, Some(&other_device().key()), &mut measurer).expect("ok");
+    assert!(other.artifacts.is_empty());
+    // One device folder passed as the root verifies too.
+    let folder = deploy::verify(&host_dir(&out), None, &mut measurer).expect("verified");
+    assert_eq!(folder.artifacts.len(), 2);
+    // Not a schedules folder at all.
+    match deploy::verify(&dir.join("missing"), None, &mut measurer) {
+        Err(DeployError::NoLibrary(path)) => assert_eq!(path, dir.join("missing")),
+        other => panic!("expected NoLibrary, got {other:?}"),
+    }
+}
+
+#[test]
+fn each_broken_artifact_fails_with_its_own_reason_and_the_good_one_passes() {
+    let dir = temp_dir("broken");
+    let out = deployed(&dir, &[GOOD, BAD_STEPS, STALE, CORRUPT]);
+    break_artifacts(&out);
+    // A folder of artifacts without an index is not silently skipped.
+    let orphan = out.join("orphan-device");
+    std::fs::create_dir_all(&orphan).expect("dir");
+    std::fs::copy(artifact_file(&out, GOOD), orphan.join("a.json")).expect("copy");
+    // A folder without any json is not a device folder.
+    std::fs::create_dir_all(out.join("notes")).expect("dir");
+    let report = deploy::verify(&out, None, &mut measurer()).expect("verified");
+    assert_eq!(report.artifacts.len(), 6, "{report:#?}");
+    assert_passed(find(&report, &readable(GOOD)));
+    let why = reason(&report, &readable(BAD_STEPS));
+    assert!(
+        why.contains("does not replay") && why.contains("no_such_loop"),
+        "{why}"
+    );
+    let why = reason(&report, &readable(STALE));
+    assert!(
+        why.starts_with("stale: the operator changed since it was tuned"),
+        "{why}"
+    );
+    assert!(why.contains("tune and deploy again"), "{why}");
+    let why = reason(&report, &readable(CORRUPT));
+    assert!(why.contains("not a tessera artifact"), "{why}");
+    let extra = find(&report, "extra.json");
+    assert_eq!(extra.file, host_dir(&out).join("extra.json"));
+    let VerifyOutcome::Failed(why) = &extra.outcome else {
+        panic!("extra.json should fail");
+    };
+    assert!(why.contains("not in index.json"), "{why}");
+    let missing_index = report
+        .artifacts
+        .iter()
+        .find(|a| a.device_dir == orphan)
+        .expect("the orphan folder is reported");
+    let VerifyOutcome::Failed(why) = &missing_index.outcome else {
+        panic!("a folder without index.json should fail");
+    };
+    assert!(why.contains("no index.json"), "{why}");
+    assert_eq!(report.failures().len(), 5);
+    // Sorted by device folder, then readable form.
+    let keys: Vec<_> = report
+        .artifacts
+        .iter()
+        .map(|a| (a.device_dir.clone(), a.readable.clone()))
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted);
+}
+
+#[test]
+fn an_artifact_whose_key_is_not_its_index_entrys_fails() {
+    let dir = temp_dir("key");
+    let out = deployed(&dir, &[GOOD]);
+    let file = artifact_file(&out, GOOD);
+    let mut artifact = Artifact::read(&file).expect("artifact");
+    artifact.workload.key = "f".repeat(64);
+    std::fs::write(&file, serde_json::to_string(&artifact).expect("json")).expect("write");
+    let report = deploy::verify(&out, None, &mut measurer()).expect("verified");
+    let why = reason(&report, &readable(GOOD));
+    assert!(why.contains("not of its index entry"), "{why}");
+}
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn the_cli_verifies_a_good_folder_and_fails_a_bad_one() {
+    let dir = temp_dir("cli");
+    let out = deployed(&dir, &[GOOD]);
+    let out_arg = out.to_string_lossy().into_owned();
+    let run = tessera(&["deploy", "--verify", &out_arg]);
+    let stdout = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+    assert!(
+        stdout.contains(&format!("ok    {}", readable(GOOD))),
+        "{stdout}"
+    );
+    assert!(stdout.contains("GFLOP/s (recorded"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "verified 1 artifacts in {out_arg}: 1 passed, 0 failed"
+        )),
+        "{stdout}"
+    );
+
+    let dir = temp_dir("cli-bad");
+    let out = deployed(&dir, &[GOOD, BAD_STEPS, STALE, CORRUPT]);
+    break_artifacts(&out);
+    let out_arg = out.to_string_lossy().into_owned();
+    let run = tessera(&["deploy", "--verify", &out_arg]);
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert_eq!(run.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("FAIL  {}", readable(CORRUPT))),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("ok    {}", readable(GOOD))),
+        "{stdout}"
+    );
+    assert!(stdout.contains("5 artifacts"), "{stdout}");
+    assert!(
+        stderr.contains("4 of 5 artifacts failed verification"),
+        "{stderr}"
+    );
+
+    let run = tessera(&["deploy", "--verify", &out_arg, "--json"]);
+    assert_eq!(run.status.code(), Some(3), "{}", text(&run.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
+    assert_eq!(report["passed"], 1);
+    assert_eq!(report["failed"], 4);
+    assert_eq!(report["dir"], out_arg.as_str());
+    let rows = report["artifacts"].as_array().expect("artifacts");
+    assert_eq!(rows.len(), 5);
+    for row in rows {
+        for key in ["device_dir", "workload", "file", "passed", "gflops"] {
+            assert!(row.get(key).is_some(), "{key} in {row}");
+        }
+        if row["passed"] == true {
+            assert_eq!(row["workload"], readable(GOOD).as_str());
+            assert!(row["gflops"].as_f64().is_some_and(|g| g > 0.0), "{row}");
+            assert!(row["recorded_gflops"].is_number(), "{row}");
+            assert!(row["reason"].is_null(), "{row}");
+        } else {
+            assert!(
+                row["reason"].as_str().is_some_and(|r| !r.is_empty()),
+                "{row}"
+            );
+            assert!(row["gflops"].is_null(), "{row}");
+        }
+    }
+}
+
+#[test]
+fn the_cli_verify_json_of_a_good_folder_parses() {
+    let dir = temp_dir("cli-json");
+    let out = deployed(&dir, &[GOOD]);
+    let run = tessera(&["deploy", "--verify", &out.to_string_lossy(), "--json"]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
+    assert_eq!(report["passed"], 1);
+    assert_eq!(report["failed"], 0);
+    assert_eq!(report["artifacts"][0]["passed"], true);
+}
+
+#[test]
+fn the_cli_verify_of_nothing_is_not_found_and_with_deploy_options_a_usage_error() {
+    let dir = temp_dir("cli-empty");
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).expect("dir");
+    let run = tessera(&["deploy", "--verify", &empty.to_string_lossy()]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    assert!(text(&run.stderr).contains("no artifacts in"));
+    let run = tessera(&["deploy", "--verify", &dir.join("missing").to_string_lossy()]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    assert!(text(&run.stderr).contains("no schedules folder"));
+    for extra in [
+        &["--force"][..],
+        &["--aot"],
+        &["--workload", "matmul"],
+        &["--db", "x.db"],
+    ] {
+        let mut args = vec!["deploy", "--verify", "schedules"];
+        args.extend_from_slice(extra);
+        let run = tessera(&args);
+        assert_eq!(run.status.code(), Some(2), "{extra:?}");
+        assert!(
+            text(&run.stderr).contains("cannot be used with"),
+            "{extra:?}"
+        );
+    }
+}
