@@ -444,3 +444,30 @@ fn a_writer_killed_mid_run_leaves_every_committed_batch() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn gzip_logs_and_snapshots_hold_the_same_records() {
+    let dir = temp_dir("gzip");
+    let mut db = TuningDb::open(&dir.join("a.db")).expect("opens");
+    fill(&mut db);
+    let (plain, packed) = (dir.join("all.jsonl"), dir.join("all.jsonl.gz"));
+    db.export_jsonl(&plain, None, None).expect("exports");
+    db.export_jsonl(&packed, None, None).expect("exports gzip");
+    let plain_len = std::fs::metadata(&plain).expect("plain").len();
+    let packed_bytes = std::fs::read(&packed).expect("packed");
+    assert_eq!(&packed_bytes[..2], &[0x1f, 0x8b], "a gzip stream");
+    assert!((packed_bytes.len() as u64) < plain_len / 4);
+    let mut fresh = TuningDb::open_in_memory().expect("opens");
+    let stats = fresh.import_jsonl(&packed, false).expect("imports gzip");
+    assert_eq!((stats.read, stats.added), (12, 12));
+    assert_eq!(fresh.list().expect("list"), db.list().expect("list"));
+
+    let copy = dir.join("copy.db");
+    db.snapshot(&copy).expect("snapshot");
+    db.snapshot(&copy)
+        .expect("a second snapshot replaces the first");
+    let copied = TuningDb::open_existing(&copy).expect("the copy opens");
+    assert_eq!(copied.list().expect("list"), db.list().expect("list"));
+    assert_eq!(copied.count().expect("count"), 12);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -42,7 +42,7 @@ enum CacheCommand {
     },
     /// Write records as JSON lines.
     Export {
-        /// The log file to write.
+        /// The log file to write (a name ending in .gz is gzip-compressed).
         #[arg(long)]
         out: PathBuf,
         /// Only this device (readable name, name#hash, or a hash prefix).
@@ -54,7 +54,7 @@ enum CacheCommand {
     },
     /// Read records from a JSON-lines log (records already stored are not added again).
     Import {
-        /// The log file.
+        /// The log file (.gz: gzip-compressed).
         file: PathBuf,
         /// Import the valid lines even if some are malformed.
         #[arg(long)]

@@ -1,5 +1,7 @@
 //! JSON-lines logs — one [`TuningRecord`] per line, the portable exchange
-//! format — and merging another database.
+//! format — and merging another database. A log whose name ends in `.gz`
+//! is gzip-compressed (the committed sample logs are: records repeat their
+//! workload and device, so they shrink about 25×).
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -83,7 +85,15 @@ impl TuningDb {
             text.push_str(&line);
             text.push('\n');
         }
-        write_atomically(out, text.as_bytes())?;
+        let bytes = if is_gzip(out) {
+            gzip(text.as_bytes()).map_err(|source| DbError::Io {
+                path: out.into(),
+                source,
+            })?
+        } else {
+            text.into_bytes()
+        };
+        write_atomically(out, &bytes)?;
         Ok(records.len())
     }
 
@@ -92,7 +102,7 @@ impl TuningDb {
     /// (nothing is written) unless `skip_bad`, which imports the rest and
     /// reports them.
     pub fn import_jsonl(&mut self, path: &Path, skip_bad: bool) -> Result<ImportStats, DbError> {
-        let text = std::fs::read_to_string(path).map_err(|source| DbError::Io {
+        let text = read_log(path).map_err(|source| DbError::Io {
             path: path.into(),
             source,
         })?;
@@ -161,6 +171,29 @@ impl TuningDb {
 }
 
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
+fn is_gzip(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "gz")
+}
+
+fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes)?;
+    encoder.finish()
+}
+
+/// The text of a log, decompressed when its name ends in `.gz`.
+fn read_log(path: &Path) -> std::io::Result<String> {
+    if !is_gzip(path) {
+        return std::fs::read_to_string(path);
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(path)?),
+        &mut text,
+    )?;
+    Ok(text)
+}
+
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), DbError> {
     let io = |source| DbError::Io {
         path: path.into(),
