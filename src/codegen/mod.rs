@@ -10,6 +10,7 @@ mod object;
 mod options;
 pub mod peak;
 mod translate;
+mod ukernel_symbols;
 
 pub use error::{CodegenError, KernelError};
 pub use jit::{compile, host_isa, kernel_params};

@@ -78,6 +78,14 @@ pub fn compile_object(
     options: &CodegenOptions,
     symbol: &str,
 ) -> Result<Vec<u8>, CodegenError> {
+    let mut tensorized = false;
+    func.body
+        .visit(&mut |s| tensorized |= matches!(s, crate::tir::Stmt::Gemm(_)));
+    if tensorized {
+        return Err(CodegenError::Unsupported(
+            "a tensorized kernel calls tessera's Rust micro-kernels, which the C runtime of an object file does not provide; deploy it without --aot".into(),
+        ));
+    }
     if !is_c_identifier(symbol) {
         return Err(CodegenError::Unsupported(format!(
             "object symbol '{symbol}' is not a C identifier (letters, digits, '_'; not starting with a digit)"

@@ -4,6 +4,7 @@
 mod buffer;
 mod device;
 pub mod parallel;
+pub mod ukernels;
 
 pub use buffer::{BUFFER_ALIGN, BufferError, NdBuffer};
 pub use device::{CacheLevel, DeviceDescription, DeviceKey, host_device};

@@ -127,6 +127,15 @@ impl State {
                 let it = self.resolve_iter(s, iter)?;
                 self.rfactor(s, it)
             }
+            Step::Tensorize {
+                stage,
+                iter,
+                intrinsic,
+            } => {
+                let s = self.resolve_loop_stage(stage)?;
+                let it = self.resolve_iter(s, iter)?;
+                self.tensorize(s, it, intrinsic)
+            }
         }
     }
 

@@ -65,6 +65,7 @@ impl State {
         let s = &mut self.stages[stage];
         *s = Stage {
             auto_unroll_max_step: s.auto_unroll_max_step,
+            tensorize: None,
             ..Stage::fresh(
                 s.name.clone(),
                 s.tensor.clone(),

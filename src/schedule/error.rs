@@ -19,6 +19,16 @@ pub struct StepError {
 /// What is wrong with a step.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum StepErrorKind {
+    /// A block that tensorize cannot replace by a micro-kernel call.
+    #[error("cannot tensorize stage '{stage}' at '{iter}': {reason}")]
+    Tensorize {
+        /// The stage.
+        stage: String,
+        /// The block's outer loop.
+        iter: String,
+        /// What does not match, and how to fix it.
+        reason: String,
+    },
     /// No stage of that name.
     #[error("no stage '{name}'; the stages are {available}")]
     UnknownStage {

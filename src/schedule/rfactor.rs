@@ -156,6 +156,7 @@ impl State {
         *s = Stage {
             compute_at: s.compute_at,
             auto_unroll_max_step: s.auto_unroll_max_step,
+            tensorize: None,
             ..Stage::fresh(
                 s.name.clone(),
                 s.tensor.clone(),

@@ -62,6 +62,16 @@ pub enum ComputeAt {
     },
 }
 
+/// A tensorized block: the loops from `iter` inward become one call of the
+/// micro-kernel `intrinsic`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tensorized {
+    /// The block's outermost loop.
+    pub iter: IterId,
+    /// The micro-kernel's name.
+    pub intrinsic: String,
+}
+
 /// Where a stage's buffer lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -94,6 +104,8 @@ pub struct Stage {
     pub compute_at: ComputeAt,
     /// `pragma auto_unroll_max_step` (0: off).
     pub auto_unroll_max_step: u32,
+    /// The block replaced by a micro-kernel call (the `tensorize` step).
+    pub tensorize: Option<Tensorized>,
     /// Whether the stage is an output of the DAG.
     pub is_output: bool,
 }
@@ -308,6 +320,9 @@ impl State {
                     if it.annotation != Annotation::None {
                         let _ = write!(out, ",{}", it.annotation.name());
                     }
+                    if let Some(t) = stage.tensorize.as_ref().filter(|t| t.iter == id) {
+                        let _ = write!(out, ",tensorize {}", t.intrinsic);
+                    }
                     out.push(')');
                 }
             }
@@ -337,6 +352,7 @@ impl Stage {
             leaves,
             compute_at: ComputeAt::Root,
             auto_unroll_max_step: 0,
+            tensorize: None,
             is_output,
         }
     }

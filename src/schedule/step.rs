@@ -125,6 +125,20 @@ pub enum Step {
         /// The reduction loop to factor out.
         iter: String,
     },
+    /// Replaces the block of the stage's three innermost loops, from `iter`
+    /// inward (two spatial loops and one reduction loop, in any order), by
+    /// one call of the GEMM micro-kernel `intrinsic` (`C[m×n] += A[m×kc]·B[kc×n]`,
+    /// see `runtime::ukernels`). The block must be an f32 multiply-accumulate
+    /// whose output and B operand are contiguous along the n loop; lowering
+    /// checks the access pattern and says what does not match.
+    Tensorize {
+        /// The stage (a sum reduction).
+        stage: String,
+        /// The outermost loop of the block: the third loop from the inside.
+        iter: String,
+        /// The micro-kernel, e.g. `avx512_6x32`.
+        intrinsic: String,
+    },
 }
 
 impl Step {
@@ -141,7 +155,8 @@ impl Step {
             | Step::ComputeRoot { stage }
             | Step::CacheWrite { stage }
             | Step::CacheRead { stage, .. }
-            | Step::Rfactor { stage, .. } => stage,
+            | Step::Rfactor { stage, .. }
+            | Step::Tensorize { stage, .. } => stage,
         }
     }
 }
@@ -182,6 +197,11 @@ impl fmt::Display for Step {
                 write!(f, "cache_read {stage} for [{}]", readers.join(", "))
             }
             Step::Rfactor { stage, iter } => write!(f, "rfactor {stage}.{iter}"),
+            Step::Tensorize {
+                stage,
+                iter,
+                intrinsic,
+            } => write!(f, "tensorize {stage}.{iter} with {intrinsic}"),
         }
     }
 }

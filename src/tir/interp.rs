@@ -80,6 +80,13 @@ enum Op {
         value: Node,
         body: Box<Op>,
     },
+    Gemm {
+        m: i64,
+        n: i64,
+        kc: i64,
+        /// A, B, C: buffer, offset, row stride, column stride.
+        operands: [(usize, Node, i64, i64); 3],
+    },
 }
 
 fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
@@ -138,6 +145,19 @@ fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
                 slot: bind(r, var.id()),
                 value,
                 body: Box::new(compile(body, r)?),
+            }
+        }
+        Stmt::Gemm(call) => {
+            let operand = |o: &super::ir::GemmOperand| {
+                r.resolve(&o.offset)
+                    .map(|offset| (o.buffer, offset, o.row_stride, o.col_stride))
+                    .map_err(unresolved)
+            };
+            Op::Gemm {
+                m: call.m,
+                n: call.n,
+                kc: call.kc,
+                operands: [operand(&call.a)?, operand(&call.b)?, operand(&call.c)?],
             }
         }
     })
@@ -232,6 +252,65 @@ impl Machine<'_> {
                 let v = eval(value, &self.env, &self.buffers).map_err(|f| self.fault(f, "load"))?;
                 self.env[*slot] = v.as_i64();
                 self.exec(body)?;
+            }
+            Op::Gemm { m, n, kc, operands } => self.gemm(*m, *n, *kc, operands)?,
+        }
+        Ok(())
+    }
+
+    /// `C += A·B` element by element, in f32, k in order: the meaning of a
+    /// micro-kernel call, checked against the buffers' bounds first.
+    fn gemm(
+        &mut self,
+        m: i64,
+        n: i64,
+        kc: i64,
+        operands: &[(usize, Node, i64, i64); 3],
+    ) -> Result<(), TirInterpError> {
+        let mut base = [0i64; 3];
+        for (slot, (buffer, offset, row_stride, col_stride)) in operands.iter().enumerate() {
+            let offset = eval(offset, &self.env, &self.buffers)
+                .map_err(|f| self.fault(f, "load"))?
+                .as_i64();
+            let (rows, cols) = match slot {
+                0 => (m, kc),
+                1 => (kc, n),
+                _ => (m, n),
+            };
+            let last = offset + (rows - 1).max(0) * row_stride + (cols - 1).max(0) * col_stride;
+            let len = self.func.buffers[*buffer].num_elements();
+            if rows > 0 && cols > 0 && (offset.min(last) < 0 || offset.max(last) >= len) {
+                return Err(self.fault(
+                    Fault::OutOfBounds {
+                        buffer: *buffer,
+                        index: vec![offset.min(last), offset.max(last)],
+                    },
+                    if slot == 2 { "store" } else { "load" },
+                ));
+            }
+            base[slot] = offset;
+        }
+        let [(a, _, a_rs, a_cs), (b, _, b_rs, b_cs), (c, _, c_rs, c_cs)] = operands;
+        let read = |buffers: &[HostTensor], buffer: usize, at: i64| -> f32 {
+            buffers[buffer]
+                .as_f32()
+                .and_then(|d| d.get(at as usize).copied())
+                .unwrap_or(f32::NAN)
+        };
+        for i in 0..m {
+            for j in 0..n {
+                let at = base[2] + i * c_rs + j * c_cs;
+                let mut acc = read(&self.buffers, *c, at);
+                for k in 0..kc {
+                    acc += read(&self.buffers, *a, base[0] + i * a_rs + k * a_cs)
+                        * read(&self.buffers, *b, base[1] + k * b_rs + j * b_cs);
+                }
+                if let Some(slot) = self.buffers[*c]
+                    .as_f32_mut()
+                    .and_then(|d| d.get_mut(at as usize))
+                {
+                    *slot = acc;
+                }
             }
         }
         Ok(())

@@ -79,6 +79,47 @@ impl ForKind {
     }
 }
 
+/// One operand of a [`GemmCall`]: element `(r, c)` is
+/// `buffer[offset + r·row_stride + c·col_stride]` (flat, row-major index).
+#[derive(Clone, Debug)]
+pub struct GemmOperand {
+    /// The buffer.
+    pub buffer: BufferId,
+    /// Flat index of element (0, 0); an `i64` expression of the enclosing loops.
+    pub offset: Expr,
+    /// Elements between consecutive rows.
+    pub row_stride: i64,
+    /// Elements between consecutive columns (1 for B and C).
+    pub col_stride: i64,
+}
+
+/// A call of a GEMM micro-kernel (a tensorized block):
+/// `C[m×n] += A[m×kc] · B[kc×n]`.
+#[derive(Clone, Debug)]
+pub struct GemmCall {
+    /// The micro-kernel (`runtime::ukernels` name).
+    pub kernel: String,
+    /// Rows of C and A.
+    pub m: i64,
+    /// Columns of C and B.
+    pub n: i64,
+    /// The reduction length.
+    pub kc: i64,
+    /// The broadcast operand, `m × kc`.
+    pub a: GemmOperand,
+    /// The vector operand, `kc × n`, contiguous along n.
+    pub b: GemmOperand,
+    /// The accumulator, `m × n`, contiguous along n.
+    pub c: GemmOperand,
+}
+
+impl GemmCall {
+    /// The operands, A, B, C.
+    pub fn operands(&self) -> [&GemmOperand; 3] {
+        [&self.a, &self.b, &self.c]
+    }
+}
+
 /// A statement.
 #[derive(Clone, Debug)]
 pub enum Stmt {
@@ -120,6 +161,8 @@ pub enum Stmt {
         /// Where it is used.
         body: Box<Stmt>,
     },
+    /// A micro-kernel call (see [`GemmCall`]).
+    Gemm(Box<GemmCall>),
     /// `let var = value in body`
     Let {
         /// The bound variable.
@@ -153,7 +196,7 @@ impl Stmt {
                     o.visit(f);
                 }
             }
-            Stmt::Store { .. } => {}
+            Stmt::Store { .. } | Stmt::Gemm(_) => {}
         }
     }
 
@@ -167,6 +210,7 @@ impl Stmt {
             }
             Stmt::IfThenElse { cond, .. } => f(cond),
             Stmt::Let { value, .. } => f(value),
+            Stmt::Gemm(call) => call.operands().iter().for_each(|o| f(&o.offset)),
             _ => {}
         });
     }

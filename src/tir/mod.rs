@@ -9,5 +9,5 @@ mod printer;
 pub mod simplify;
 
 pub use interp::{TirInterpError, run};
-pub use ir::{Buffer, BufferId, ForKind, MemScope, PrimFunc, Stmt};
+pub use ir::{Buffer, BufferId, ForKind, GemmCall, GemmOperand, MemScope, PrimFunc, Stmt};
 pub use lower::{LowerError, lower, lower_unsimplified};

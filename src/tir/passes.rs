@@ -20,6 +20,8 @@ fn steps(s: &Stmt) -> u64 {
         Stmt::For { extent, body, .. } => (*extent as u64).saturating_mul(steps(body)),
         Stmt::Seq(items) => items.iter().map(steps).fold(0, u64::saturating_add),
         Stmt::Store { .. } => 1,
+        // One multiply-accumulate per (i, j, k), as the loops it replaces.
+        Stmt::Gemm(call) => (call.m * call.n * call.kc).max(1) as u64,
         Stmt::IfThenElse {
             then, otherwise, ..
         } => steps(then).max(otherwise.as_deref().map_or(0, steps)),
@@ -57,7 +59,7 @@ pub fn mark_auto_unroll(s: &mut Stmt, vars: &[u64], max_step: u32) {
         Stmt::Allocate { body, .. } | Stmt::Let { body, .. } => {
             mark_auto_unroll(body, vars, max_step)
         }
-        Stmt::Store { .. } => {}
+        Stmt::Store { .. } | Stmt::Gemm(_) => {}
     }
 }
 
@@ -89,6 +91,12 @@ pub fn map_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
             var,
             body,
         },
+        Stmt::Gemm(mut call) => {
+            for operand in [&mut call.a, &mut call.b, &mut call.c] {
+                operand.offset = f(&operand.offset);
+            }
+            return Stmt::Gemm(call);
+        }
         other => other,
     };
     map_children(s, &mut |child| map_exprs(child, f))
@@ -127,7 +135,7 @@ pub fn map_children(s: Stmt, f: &mut dyn FnMut(Stmt) -> Stmt) -> Stmt {
             value,
             body: Box::new(f(*body)),
         },
-        store @ Stmt::Store { .. } => store,
+        leaf @ (Stmt::Store { .. } | Stmt::Gemm(_)) => leaf,
     }
 }
 

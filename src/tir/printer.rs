@@ -71,6 +71,25 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
             writeln!(out, "{pad}let {} = {value}", var.name())?;
             write_stmt(out, f, body, depth)
         }
+        Stmt::Gemm(call) => {
+            let operand = |o: &super::ir::GemmOperand| {
+                format!(
+                    "{}[{} + r*{} + c*{}]",
+                    f.buffers[o.buffer].name, o.offset, o.row_stride, o.col_stride
+                )
+            };
+            writeln!(
+                out,
+                "{pad}{} += {} @ {}  // gemm {} m={} n={} kc={}",
+                operand(&call.c),
+                operand(&call.a),
+                operand(&call.b),
+                call.kernel,
+                call.m,
+                call.n,
+                call.kc
+            )
+        }
     }
 }
 

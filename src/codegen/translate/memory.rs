@@ -78,7 +78,7 @@ fn allocations(s: &Stmt, in_parallel: bool, out: &mut Vec<(BufferId, Stmt)>) {
                 allocations(o, in_parallel, out);
             }
         }
-        Stmt::Store { .. } => {}
+        Stmt::Store { .. } | Stmt::Gemm(_) => {}
     }
 }
 
@@ -128,14 +128,13 @@ fn promotable(body: &Stmt, buffer: BufferId, handle: &Tensor, in_parallel: bool)
         });
     };
     let mut stores_ok = true;
-    body.visit(&mut |s| {
-        if let Stmt::Store {
+    body.visit(&mut |s| match s {
+        Stmt::Store {
             buffer: b, indices, ..
-        } = s
-            && *b == buffer
-        {
-            stores_ok &= indices.iter().all(constant);
-        }
+        } if *b == buffer => stores_ok &= indices.iter().all(constant),
+        // A micro-kernel takes the buffer's address.
+        Stmt::Gemm(call) if call.operands().iter().any(|o| o.buffer == buffer) => stores_ok = false,
+        _ => {}
     });
     body.visit_exprs(&mut check_reads);
     ok && stores_ok

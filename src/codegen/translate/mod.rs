@@ -3,6 +3,7 @@
 
 mod entry;
 mod expr;
+mod gemm;
 mod memory;
 mod parallel;
 mod value;
@@ -225,6 +226,7 @@ impl<'a, 's, 'm> FnTranslator<'a, 's, 'm> {
                 self.env.remove(&var.id());
                 Ok(())
             }
+            Stmt::Gemm(call) => self.gemm(call),
         }
     }
 

@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use crate::te::{Expr, ExprKind};
-use crate::tir::{ForKind, MemScope, PrimFunc, Stmt};
+use crate::te::{Expr, ExprKind, IterKind, Var};
+use crate::tir::{ForKind, GemmCall, GemmOperand, MemScope, PrimFunc, Stmt};
 
 use super::access::{AccessFeatures, AccessKind, LoopInfo, analyse, flat_offset};
 use super::ops::OpCounts;
@@ -126,6 +126,50 @@ impl Walker<'_> {
                 indices,
                 value,
             } => self.store(*buffer, indices, value),
+            Stmt::Gemm(call) => self.gemm(call),
+        }
+    }
+
+    /// A micro-kernel call described as the loop nest it replaces: m and k
+    /// serial, n vectorized, `C[i, j] += A[i, k] · B[k, j]` through the
+    /// operands' strides.
+    fn gemm(&mut self, call: &GemmCall) {
+        let vars = [
+            Var::new("gemm.m", call.m, IterKind::Spatial),
+            Var::new("gemm.k", call.kc, IterKind::Reduce),
+            Var::new("gemm.n", call.n, IterKind::Spatial),
+        ];
+        for (v, kind) in vars
+            .iter()
+            .zip([ForKind::Serial, ForKind::Serial, ForKind::Vectorized])
+        {
+            self.loops.push(LoopCtx {
+                info: LoopInfo {
+                    var: v.id(),
+                    extent: v.extent() as f64,
+                },
+                kind,
+            });
+        }
+        let [m, k, n] = vars.map(|v| v.expr());
+        // A flat index as the last index of the buffer's rank (the others 0),
+        // which is the same row-major offset.
+        let indices = |o: &GemmOperand, row: &Expr, col: &Expr| -> Vec<Expr> {
+            let rank = self.func.buffers[o.buffer].shape.len().max(1);
+            let flat = o.offset.clone()
+                + row.clone() * Expr::i64(o.row_stride)
+                + col.clone() * Expr::i64(o.col_stride);
+            let mut idx = vec![Expr::i64(0); rank - 1];
+            idx.push(flat);
+            idx
+        };
+        let read = |o: &GemmOperand, idx: Vec<Expr>| self.func.buffers[o.buffer].handle.at(idx);
+        let c_idx = indices(&call.c, &m, &n);
+        let value = read(&call.c, c_idx.clone())
+            + read(&call.a, indices(&call.a, &m, &k)) * read(&call.b, indices(&call.b, &k, &n));
+        self.store(call.c.buffer, &c_idx, &value);
+        for _ in 0..3 {
+            self.loops.pop();
         }
     }
 

@@ -9,7 +9,7 @@ use crate::te::{Expr, ExprKind, IterKind, ReduceOp, Var, max, min};
 
 use super::super::ir::{ForKind, Stmt};
 use super::super::passes::mark_auto_unroll;
-use super::Lowering;
+use super::{LowerError, Lowering};
 
 fn for_kind(annotation: Annotation) -> ForKind {
     match annotation {
@@ -102,7 +102,12 @@ impl Lowering<'_> {
 
     /// Statements to run at the top of loop `leaf` of stage `index`: the nests
     /// of the stages computed there, each inside its allocation.
-    fn wrap_attached(&mut self, index: usize, leaf: IterId, body: Stmt) -> Stmt {
+    fn wrap_attached(
+        &mut self,
+        index: usize,
+        leaf: IterId,
+        body: Stmt,
+    ) -> Result<Stmt, LowerError> {
         let attached: Vec<usize> = self
             .state
             .attached_to(index)
@@ -110,9 +115,12 @@ impl Lowering<'_> {
             .filter(|&a| matches!(self.state.stages()[a].compute_at, ComputeAt::At { iter, .. } if iter == leaf))
             .collect();
         if attached.is_empty() {
-            return body;
+            return Ok(body);
         }
-        let mut items: Vec<Stmt> = attached.iter().map(|&a| self.emit_stage(a)).collect();
+        let mut items: Vec<Stmt> = attached
+            .iter()
+            .map(|&a| self.emit_stage(a))
+            .collect::<Result<_, _>>()?;
         items.push(body);
         let mut stmt = Stmt::Seq(items);
         for &a in attached.iter().rev() {
@@ -123,12 +131,17 @@ impl Lowering<'_> {
                 };
             }
         }
-        stmt
+        Ok(stmt)
     }
 
-    fn wrap_loops(&mut self, index: usize, leaves: &[IterId], mut body: Stmt) -> Stmt {
+    fn wrap_loops(
+        &mut self,
+        index: usize,
+        leaves: &[IterId],
+        mut body: Stmt,
+    ) -> Result<Stmt, LowerError> {
         for &leaf in leaves.iter().rev() {
-            body = self.wrap_attached(index, leaf, body);
+            body = self.wrap_attached(index, leaf, body)?;
             let stage = &self.state.stages()[index];
             let var = self.layouts[index].leaf_vars[&leaf].clone();
             body = Stmt::For {
@@ -138,14 +151,14 @@ impl Lowering<'_> {
                 body: Box::new(body),
             };
         }
-        body
+        Ok(body)
     }
 
     /// The loop nest computing stage `index` over its domain.
-    pub(crate) fn emit_stage(&mut self, index: usize) -> Stmt {
+    pub(crate) fn emit_stage(&mut self, index: usize) -> Result<Stmt, LowerError> {
         let stage = &self.state.stages()[index];
         let Some(rule) = stage.compute.clone() else {
-            return Stmt::nop();
+            return Ok(Stmt::nop());
         };
         let layout = &self.layouts[index];
         let buffer = layout.buffer.unwrap_or(0);
@@ -183,31 +196,55 @@ impl Lowering<'_> {
                     value,
                 };
                 let body = guarded(conjunction(spatial_pred), store);
-                self.wrap_loops(index, &leaves, body)
+                self.wrap_loops(index, &leaves, body)?
             }
             Some(r) => {
-                let first_reduce = leaves
+                let mut first_reduce = leaves
                     .iter()
                     .position(|&l| stage.iters[l].kind == IterKind::Reduce)
                     .unwrap_or(leaves.len());
+                let block = match &stage.tensorize {
+                    Some(t) => Some(self.tensorized_block(index, t)?),
+                    None => None,
+                };
+                // A tensorized block is one call: its reduction starts
+                // (and the init runs) outside it.
+                if let Some(start) = block {
+                    first_reduce = first_reduce.min(start);
+                }
                 let handle = self.buffers[buffer].handle.clone();
                 let current = handle.at(store_index.clone());
                 let combined = match r.op {
-                    ReduceOp::Sum => current + value,
-                    ReduceOp::Max => max(current, value),
-                    ReduceOp::Min => min(current, value),
+                    ReduceOp::Sum => current + value.clone(),
+                    ReduceOp::Max => max(current, value.clone()),
+                    ReduceOp::Min => min(current, value.clone()),
                 };
                 let mut all_pred = spatial_pred.clone();
                 all_pred.extend(reduce_pred);
-                let update = guarded(
-                    conjunction(all_pred),
-                    Stmt::Store {
-                        buffer,
-                        indices: store_index.clone(),
-                        value: combined,
-                    },
-                );
-                let update = self.wrap_loops(index, &leaves[first_reduce..], update);
+                let update = match block {
+                    Some(start) => {
+                        let call = self.gemm_call(
+                            index,
+                            &leaves[start..],
+                            buffer,
+                            &store_index,
+                            &value,
+                            all_pred,
+                        )?;
+                        self.wrap_loops(index, &leaves[first_reduce..start], call)?
+                    }
+                    None => {
+                        let update = guarded(
+                            conjunction(all_pred),
+                            Stmt::Store {
+                                buffer,
+                                indices: store_index.clone(),
+                                value: combined,
+                            },
+                        );
+                        self.wrap_loops(index, &leaves[first_reduce..], update)?
+                    }
+                };
                 let (init, init_vars) = self.emit_init(
                     index,
                     &leaves[first_reduce..],
@@ -220,13 +257,13 @@ impl Lowering<'_> {
                     index,
                     &leaves[..first_reduce],
                     Stmt::Seq(vec![init, update]),
-                )
+                )?
             }
         };
         if max_step > 0 {
             mark_auto_unroll(&mut nest, &own_vars, max_step);
         }
-        nest
+        Ok(nest)
     }
 
     /// Stores `identity` at every spatial point of the loops `leaves` (fresh

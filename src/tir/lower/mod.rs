@@ -6,6 +6,7 @@
 mod bound;
 mod emit;
 mod layout;
+mod tensorize;
 
 use std::collections::{HashMap, HashSet};
 
@@ -25,6 +26,14 @@ pub enum LowerError {
     /// A DAG input or output has no stage.
     #[error("tensor '{0}' of the DAG has no stage in the state")]
     MissingStage(String),
+    /// A tensorized block that the micro-kernel cannot compute.
+    #[error("cannot tensorize stage '{stage}': {reason}")]
+    Tensorize {
+        /// The stage.
+        stage: String,
+        /// What does not match, and how to fix it.
+        reason: String,
+    },
 }
 
 /// Shared state of one lowering.
@@ -138,7 +147,7 @@ pub fn lower_unsimplified(state: &State) -> Result<PrimFunc, LowerError> {
         {
             allocations.push(b);
         }
-        body.push(cx.emit_stage(index));
+        body.push(cx.emit_stage(index)?);
     }
     let mut root = Stmt::Seq(body);
     for b in allocations.into_iter().rev() {

@@ -1,0 +1,86 @@
+//! A micro-kernel call (a tensorized block): the operands' addresses and
+//! strides, passed to `tessera_ukernel_<name>` with the C ABI of
+//! [`GemmFn`](crate::runtime::ukernels::GemmFn).
+
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+
+use crate::runtime::ukernels;
+use crate::te::DType;
+use crate::tir::{GemmCall, GemmOperand};
+
+use super::super::error::CodegenError;
+use super::super::ukernel_symbols::ukernel_symbol;
+use super::FnTranslator;
+use super::memory::Storage;
+
+impl FnTranslator<'_, '_, '_> {
+    /// The address of `operand`'s element (0, 0).
+    fn operand_address(&mut self, operand: &GemmOperand) -> Result<Value, CodegenError> {
+        let buffer = &self.func().buffers[operand.buffer];
+        let name = buffer.name.clone();
+        if buffer.dtype != DType::F32 {
+            return Err(CodegenError::Unsupported(format!(
+                "micro-kernel operand '{name}' is {}, not f32",
+                buffer.dtype
+            )));
+        }
+        let base = match self.storage.get(&operand.buffer) {
+            Some(Storage::Memory(base)) => *base,
+            _ => {
+                return Err(CodegenError::Unsupported(format!(
+                    "micro-kernel operand '{name}' is not in memory"
+                )));
+            }
+        };
+        let flat = self.expr(&operand.offset, false)?;
+        let (address, offset) = self.address(operand.buffer, base, flat);
+        Ok(if offset == 0 {
+            address
+        } else {
+            self.b.ins().iadd_imm_s(address, i64::from(offset))
+        })
+    }
+
+    /// `call.c += call.a · call.b` through the micro-kernel.
+    pub fn gemm(&mut self, call: &GemmCall) -> Result<(), CodegenError> {
+        let (symbol, kernel) = ukernel_symbol(&call.kernel).ok_or_else(|| {
+            CodegenError::Unsupported(format!("no micro-kernel '{}'", call.kernel))
+        })?;
+        if !ukernels::is_available(kernel) {
+            return Err(CodegenError::Unsupported(format!(
+                "micro-kernel '{}' needs {}, which this CPU (or TESSERA_ISA) does not allow; the widest here is {}",
+                kernel.name,
+                kernel.isa.name(),
+                ukernels::host_isa().name()
+            )));
+        }
+        if call.m > kernel.mr as i64 || call.n > kernel.nr as i64 {
+            return Err(CodegenError::Unsupported(format!(
+                "a {}×{} block does not fit micro-kernel '{}'",
+                call.m, call.n, kernel.name
+            )));
+        }
+        let a = self.operand_address(&call.a)?;
+        let b = self.operand_address(&call.b)?;
+        let c = self.operand_address(&call.c)?;
+        let int = |this: &mut Self, v: i64| this.b.ins().iconst(types::I64, v);
+        let args = [
+            int(self, call.kc),
+            a,
+            int(self, call.a.row_stride),
+            int(self, call.a.col_stride),
+            b,
+            int(self, call.b.row_stride),
+            c,
+            int(self, call.c.row_stride),
+            int(self, call.m),
+            int(self, call.n),
+            int(self, 1),
+        ];
+        let f = self
+            .imports
+            .get(&mut self.b, symbol, &[types::I64; 11], None)?;
+        self.b.ins().call(f, &args);
+        Ok(())
+    }
+}

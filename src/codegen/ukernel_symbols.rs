@@ -1,0 +1,36 @@
+//! The micro-kernels as symbols JIT code calls: `tessera_ukernel_<name>`.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::runtime::ukernels::{self, MicroKernel};
+
+fn table() -> &'static HashMap<&'static str, (&'static str, &'static MicroKernel)> {
+    static TABLE: OnceLock<HashMap<&'static str, (&'static str, &'static MicroKernel)>> =
+        OnceLock::new();
+    TABLE.get_or_init(|| {
+        ukernels::all_kernels()
+            .iter()
+            .map(|k| {
+                // Leaked once per kernel, for the life of the process.
+                let symbol: &'static str =
+                    Box::leak(format!("tessera_ukernel_{}", k.name).into_boxed_str());
+                (k.name, (symbol, k))
+            })
+            .collect()
+    })
+}
+
+/// The symbol and kernel of the micro-kernel `name`.
+pub(crate) fn ukernel_symbol(name: &str) -> Option<(&'static str, &'static MicroKernel)> {
+    table().get(name).copied()
+}
+
+/// Every micro-kernel this CPU can run, as `(symbol, address)` for the JIT.
+pub(crate) fn ukernel_symbols() -> Vec<(&'static str, *const u8)> {
+    table()
+        .values()
+        .filter(|(_, k)| ukernels::is_available(k))
+        .map(|(symbol, k)| (*symbol, k.func as *const u8))
+        .collect()
+}

@@ -1,0 +1,88 @@
+//! The `tensorize` step: the structural checks on the block a micro-kernel
+//! call replaces. The access pattern (which operand is A, which is B, the
+//! strides) is checked when lowering, where the buffers are known.
+
+use super::error::StepErrorKind;
+use super::state::{ComputeAt, IterId, State, Tensorized};
+use super::step::Annotation;
+use crate::te::{DType, IterKind, ReduceOp};
+
+/// Loops in a tensorized block: two spatial (m, n) and one reduction (k).
+pub const TENSORIZE_BLOCK: usize = 3;
+
+impl State {
+    pub(crate) fn tensorize(
+        &mut self,
+        stage: usize,
+        iter: IterId,
+        intrinsic: &str,
+    ) -> Result<(), StepErrorKind> {
+        let s = &self.stages[stage];
+        let error = |reason: String| StepErrorKind::Tensorize {
+            stage: s.name.clone(),
+            iter: s.iters[iter].name.clone(),
+            reason,
+        };
+        let is_sum = s
+            .compute
+            .as_ref()
+            .and_then(|c| c.reduction())
+            .is_some_and(|r| r.op == ReduceOp::Sum);
+        if !is_sum {
+            return Err(error("the stage is not a sum reduction".into()));
+        }
+        if s.tensor.dtype() != DType::F32 {
+            return Err(error(format!(
+                "the micro-kernels compute f32, the stage is {}",
+                s.tensor.dtype()
+            )));
+        }
+        if s.compute_at == ComputeAt::Inline {
+            return Err(error("the stage is inlined".into()));
+        }
+        let position = s.leaves.iter().position(|&l| l == iter);
+        let Some(position) = position.filter(|&p| p + TENSORIZE_BLOCK == s.leaves.len()) else {
+            return Err(error(format!(
+                "the block must be the stage's {TENSORIZE_BLOCK} innermost loops (now {}); reorder first",
+                s.leaf_names()
+            )));
+        };
+        let block = &s.leaves[position..];
+        let reductions = block
+            .iter()
+            .filter(|&&l| s.iters[l].kind == IterKind::Reduce)
+            .count();
+        if reductions != 1 {
+            return Err(error(format!(
+                "the block needs exactly one reduction loop and two spatial loops, it has {reductions} reduction loop(s)"
+            )));
+        }
+        if let Some(&l) = block
+            .iter()
+            .find(|&&l| s.iters[l].annotation != Annotation::None)
+        {
+            return Err(error(format!(
+                "loop '{}' is annotated {}; the micro-kernel runs the whole block",
+                s.iters[l].name,
+                s.iters[l].annotation.name()
+            )));
+        }
+        let attached = self.attached_to(stage).into_iter().find(|&a| {
+            matches!(self.stages[a].compute_at, ComputeAt::At { iter: at, .. } if block.contains(&at))
+        });
+        if let Some(a) = attached {
+            return Err(error(format!(
+                "stage '{}' is computed inside the block",
+                self.stages[a].name
+            )));
+        }
+        if intrinsic.is_empty() {
+            return Err(error("no micro-kernel named".into()));
+        }
+        self.stages[stage].tensorize = Some(Tensorized {
+            iter,
+            intrinsic: intrinsic.to_string(),
+        });
+        Ok(())
+    }
+}

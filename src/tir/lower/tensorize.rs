@@ -1,0 +1,329 @@
+//! Lowering a tensorized block: the stage's three innermost loops and their
+//! multiply-accumulate become one [`GemmCall`]. The access pattern is checked
+//! here, where the buffers are known: the output and B must be contiguous
+//! along the n loop, A must not depend on n nor B on m, every index must be
+//! affine in the block's loops, and the block must fit the micro-kernel.
+
+use std::collections::HashMap;
+
+use crate::runtime::ukernels;
+use crate::schedule::{Annotation, ComputeAt, IterId, TENSORIZE_BLOCK, Tensorized};
+use crate::te::{BinOp, DType, Expr, ExprKind, IterKind, Var};
+
+use super::super::ir::{BufferId, GemmCall, GemmOperand, Stmt};
+use super::{LowerError, Lowering};
+
+/// `residual + Σ coefs[v]·block_var[v]`, the residual free of block variables.
+struct Affine {
+    coefs: [i64; TENSORIZE_BLOCK],
+    residual: Expr,
+}
+
+/// `e` as an affine form in the block variables `vars`, or `None` when a
+/// block variable appears other than linearly.
+fn affine(e: &Expr, vars: &[Var]) -> Option<Affine> {
+    let block = |id: u64| vars.iter().position(|v| v.id() == id);
+    let uses_block =
+        |x: &Expr| x.any(&mut |y| matches!(y.kind(), ExprKind::Var(v) if block(v.id()).is_some()));
+    if !uses_block(e) {
+        return Some(Affine {
+            coefs: [0; TENSORIZE_BLOCK],
+            residual: e.clone(),
+        });
+    }
+    let scale = |a: Affine, c: i64| Affine {
+        coefs: a.coefs.map(|x| x * c),
+        residual: a.residual * Expr::i64(c),
+    };
+    let combine = |a: Affine, b: Affine, sign: i64| {
+        let mut coefs = a.coefs;
+        for (x, y) in coefs.iter_mut().zip(b.coefs) {
+            *x += sign * y;
+        }
+        let residual = if sign > 0 {
+            a.residual + b.residual
+        } else {
+            a.residual - b.residual
+        };
+        Affine { coefs, residual }
+    };
+    match e.kind() {
+        ExprKind::Var(v) => {
+            let mut coefs = [0; TENSORIZE_BLOCK];
+            coefs[block(v.id())?] = 1;
+            Some(Affine {
+                coefs,
+                residual: Expr::i64(0),
+            })
+        }
+        ExprKind::Neg(a) => Some(scale(affine(a, vars)?, -1)),
+        ExprKind::Binary(BinOp::Add, a, b) => Some(combine(affine(a, vars)?, affine(b, vars)?, 1)),
+        ExprKind::Binary(BinOp::Sub, a, b) => Some(combine(affine(a, vars)?, affine(b, vars)?, -1)),
+        ExprKind::Binary(BinOp::Mul, a, b) => match (a.as_int(), b.as_int()) {
+            (Some(c), _) => Some(scale(affine(b, vars)?, c)),
+            (_, Some(c)) => Some(scale(affine(a, vars)?, c)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The row-major flat index of `indices` in a buffer of `shape`.
+fn flat(indices: &[Expr], shape: &[i64]) -> Expr {
+    let mut flat = Expr::i64(0);
+    for (index, extent) in indices.iter().zip(shape) {
+        flat = flat * Expr::i64(*extent) + index.clone();
+    }
+    flat
+}
+
+/// Which block loop plays which part.
+struct Roles {
+    m: usize,
+    n: usize,
+    k: usize,
+}
+
+impl Lowering<'_> {
+    fn tensorize_error(&self, index: usize, reason: String) -> LowerError {
+        LowerError::Tensorize {
+            stage: self.state.stages()[index].name.clone(),
+            reason,
+        }
+    }
+
+    /// Where the tensorized block of stage `index` starts among its loops,
+    /// after checking that it still is the stage's three innermost loops
+    /// (later steps may have changed them).
+    pub(super) fn tensorized_block(
+        &self,
+        index: usize,
+        t: &Tensorized,
+    ) -> Result<usize, LowerError> {
+        let stage = &self.state.stages()[index];
+        let err = |reason: String| self.tensorize_error(index, reason);
+        let start = stage
+            .leaves
+            .iter()
+            .position(|&l| l == t.iter)
+            .filter(|&p| p + TENSORIZE_BLOCK == stage.leaves.len())
+            .ok_or_else(|| {
+                err(format!(
+                    "'{}' is no longer the outer loop of the {TENSORIZE_BLOCK} innermost loops ({})",
+                    stage.iters[t.iter].name,
+                    stage.leaf_names()
+                ))
+            })?;
+        let block = &stage.leaves[start..];
+        let reductions = block
+            .iter()
+            .filter(|&&l| stage.iters[l].kind == IterKind::Reduce)
+            .count();
+        if reductions != 1 {
+            return Err(err(format!(
+                "the block has {reductions} reduction loops; it needs one reduction and two spatial loops"
+            )));
+        }
+        if let Some(&l) = block
+            .iter()
+            .find(|&&l| stage.iters[l].annotation != Annotation::None)
+        {
+            return Err(err(format!(
+                "loop '{}' of the block is annotated {}",
+                stage.iters[l].name,
+                stage.iters[l].annotation.name()
+            )));
+        }
+        let attached = self.state.attached_to(index).into_iter().find(|&a| {
+            matches!(self.state.stages()[a].compute_at, ComputeAt::At { iter, .. } if block.contains(&iter))
+        });
+        if let Some(a) = attached {
+            return Err(err(format!(
+                "stage '{}' is computed inside the block",
+                self.state.stages()[a].name
+            )));
+        }
+        Ok(start)
+    }
+
+    /// The micro-kernel call replacing the block `block` of stage `index`,
+    /// whose update is `buffer[store_index] += value` under `predicates`.
+    pub(super) fn gemm_call(
+        &self,
+        index: usize,
+        block: &[IterId],
+        buffer: BufferId,
+        store_index: &[Expr],
+        value: &Expr,
+        predicates: Vec<Expr>,
+    ) -> Result<Stmt, LowerError> {
+        let stage = &self.state.stages()[index];
+        let err = |reason: String| self.tensorize_error(index, reason);
+        let intrinsic = stage
+            .tensorize
+            .as_ref()
+            .map(|t| t.intrinsic.clone())
+            .unwrap_or_default();
+        let kernel = ukernels::find(&intrinsic).ok_or_else(|| {
+            err(format!(
+                "no micro-kernel '{intrinsic}' (known: {})",
+                ukernels::all_kernels()
+                    .iter()
+                    .map(|k| k.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        let vars: Vec<Var> = block
+            .iter()
+            .map(|l| self.layouts[index].leaf_vars[l].clone())
+            .collect();
+        let uses_block = |e: &Expr| {
+            e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if vars.iter().any(|b| b.id() == v.id())))
+        };
+        let (inside, outside): (Vec<Expr>, Vec<Expr>) =
+            predicates.into_iter().partition(|p| uses_block(p));
+        if let Some(p) = inside.first() {
+            return Err(err(format!(
+                "a loop of the block has a bound guard ({p}): choose split factors that divide the extents"
+            )));
+        }
+        let ExprKind::Binary(BinOp::Mul, x, y) = value.kind() else {
+            return Err(err(format!(
+                "the reduction body must be a product of two tensor reads, not {value}"
+            )));
+        };
+        let read = |e: &Expr| -> Result<(BufferId, Vec<Expr>), LowerError> {
+            match e.kind() {
+                ExprKind::Read(t, idx) if e.dtype() == DType::F32 => {
+                    let id = self
+                        .buffers
+                        .iter()
+                        .position(|b| b.handle.id() == t.id())
+                        .ok_or_else(|| err(format!("'{}' is not a buffer", t.name())))?;
+                    Ok((id, idx.clone()))
+                }
+                _ => Err(err(format!(
+                    "the reduction body must be a product of two f32 tensor reads; '{e}' is not one (inline nothing into it)"
+                ))),
+            }
+        };
+        let operand_form = |id: BufferId, idx: &[Expr]| -> Result<Affine, LowerError> {
+            let f = flat(idx, &self.buffers[id].shape);
+            affine(&f, &vars).ok_or_else(|| {
+                err(format!(
+                    "'{}' is indexed non-linearly in the block's loops",
+                    self.buffers[id].name
+                ))
+            })
+        };
+        let c = operand_form(buffer, store_index)?;
+        let (xb, xi) = read(x)?;
+        let (yb, yi) = read(y)?;
+        let (xf, yf) = (operand_form(xb, &xi)?, operand_form(yb, &yi)?);
+        let roles = self.roles(index, block, &c)?;
+        // B varies along n with stride 1 and not along m; A not along n.
+        let is_b = |f: &Affine| f.coefs[roles.n] == 1 && f.coefs[roles.m] == 0;
+        let is_a = |f: &Affine| f.coefs[roles.n] == 0;
+        let ((ab, af), (bb, bf)) = if is_b(&yf) && is_a(&xf) {
+            ((xb, xf), (yb, yf))
+        } else if is_b(&xf) && is_a(&yf) {
+            ((yb, yf), (xb, xf))
+        } else {
+            let name = |b: BufferId| self.buffers[b].name.clone();
+            return Err(err(format!(
+                "one operand must be contiguous along the n loop '{}' and not depend on m, the other must not depend on n; '{}' has strides {:?} and '{}' {:?} over {}: pack the n-strided operand with cache_read",
+                vars[roles.n].name(),
+                name(xb),
+                xf.coefs,
+                name(yb),
+                yf.coefs,
+                vars.iter().map(|v| v.name()).collect::<Vec<_>>().join(", ")
+            )));
+        };
+        let extent = |r: usize| vars[r].extent();
+        let (m, n, kc) = (extent(roles.m), extent(roles.n), extent(roles.k));
+        if m > kernel.mr as i64 || n > kernel.nr as i64 {
+            return Err(err(format!(
+                "the block is {m}×{n} but {} computes at most {}×{}",
+                kernel.name, kernel.mr, kernel.nr
+            )));
+        }
+        let strides = [
+            af.coefs[roles.m],
+            af.coefs[roles.k],
+            bf.coefs[roles.k],
+            c.coefs[roles.m],
+        ];
+        if strides.iter().any(|&s| s < 0) {
+            return Err(err(format!(
+                "negative strides {strides:?} are not supported"
+            )));
+        }
+        let operand = |buffer: BufferId, f: Affine, row: usize, col: Option<usize>| GemmOperand {
+            buffer,
+            offset: f.residual.clone(),
+            row_stride: f.coefs[row],
+            col_stride: col.map_or(1, |c| f.coefs[c]),
+        };
+        let call = GemmCall {
+            kernel: kernel.name.to_string(),
+            m,
+            n,
+            kc,
+            a: operand(ab, af, roles.m, Some(roles.k)),
+            b: operand(bb, bf, roles.k, None),
+            c: operand(buffer, c, roles.m, None),
+        };
+        let stmt = Stmt::Gemm(Box::new(call));
+        Ok(match outside.into_iter().reduce(|a, b| a & b) {
+            Some(cond) => Stmt::IfThenElse {
+                cond,
+                then: Box::new(stmt),
+                otherwise: None,
+            },
+            None => stmt,
+        })
+    }
+
+    /// The m, n and k loops of the block from the output's access: n is the
+    /// spatial loop the output is contiguous along.
+    fn roles(&self, index: usize, block: &[IterId], c: &Affine) -> Result<Roles, LowerError> {
+        let stage = &self.state.stages()[index];
+        let position: HashMap<IterKind, Vec<usize>> =
+            (0..block.len()).fold(HashMap::new(), |mut map, r| {
+                map.entry(stage.iters[block[r]].kind).or_default().push(r);
+                map
+            });
+        let spatial = position
+            .get(&IterKind::Spatial)
+            .cloned()
+            .unwrap_or_default();
+        let k = position
+            .get(&IterKind::Reduce)
+            .and_then(|r| r.first().copied())
+            .unwrap_or(0);
+        // Prefer the inner loop when both would do (an extent-1 loop).
+        let n = spatial
+            .iter()
+            .rev()
+            .copied()
+            .find(|&s| c.coefs[s] == 1)
+            .ok_or_else(|| {
+                self.tensorize_error(
+                    index,
+                    format!(
+                        "the output '{}' is not contiguous along either spatial loop of the block (strides {:?}); cache_write it",
+                        stage.name, c.coefs
+                    ),
+                )
+            })?;
+        let m = spatial.iter().copied().find(|&s| s != n).unwrap_or(n);
+        if c.coefs[k] != 0 {
+            return Err(
+                self.tensorize_error(index, "the output depends on the reduction loop".into())
+            );
+        }
+        Ok(Roles { m, n, k })
+    }
+}

@@ -1,0 +1,761 @@
+//! Tensorize: the hand-written GEMM micro-kernels (`runtime::ukernels`) and
+//! the schedule step that replaces a loop block by a call of one: random
+//! tiles around every kernel against the reference, through the IR
+//! interpreter and the JIT; blocks that do not match are typed errors.
+
+mod common;
+
+use std::sync::{Mutex, MutexGuard};
+
+use tessera::runtime::ukernels::{self, Isa, MicroKernel, UkernelError};
+
+// --- shared helpers ---
+
+/// The ISA cap (`ukernels::set_isa_cap`) is process-global and tests in one
+/// binary run on parallel threads: every test that runs a micro-kernel or
+/// reads `available_kernels()` holds this lock, and the test that changes the
+/// cap restores it before releasing the lock.
+static ISA_CAP_LOCK: Mutex<()> = Mutex::new(());
+
+fn isa_lock() -> MutexGuard<'static, ()> {
+    ISA_CAP_LOCK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Deterministic values in [-1, 1) (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next_f32(&mut self) -> f32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let bits = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40;
+        (bits as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+/// `got` against `want` with a tolerance that grows with the reduction
+/// length `k` (FMA and summation order change rounding).
+fn assert_close(got: f32, want: f32, k: usize, what: &dyn Fn() -> String) {
+    let tol = 1e-5 * (1.0 + k as f32) * (1.0 + want.abs());
+    assert!(
+        (got - want).abs() <= tol,
+        "{}: got {got}, want {want} (tol {tol})",
+        what()
+    );
+}
+
+// --- micro-kernels ---
+
+const SENTINEL: f32 = -12345.5;
+const C_GUARD: usize = 16;
+
+/// The column counts to try for a kernel with `nr` columns and `lanes`-wide
+/// vectors: 1, NR-1, NR and non-multiples of the lane count.
+fn n_values(nr: usize, lanes: usize) -> Vec<usize> {
+    let mut ns = vec![
+        1,
+        nr - 1,
+        nr,
+        lanes.saturating_sub(1).max(1),
+        lanes + 1,
+        nr / 2 + 1,
+    ];
+    ns.retain(|&n| n >= 1 && n <= nr);
+    ns.sort_unstable();
+    ns.dedup();
+    ns
+}
+
+/// One micro-kernel case: builds A, B (padding poisoned with NaN) and a
+/// guarded C, runs the kernel through `ukernels::run` and compares with
+/// `ukernels::reference`; checks that nothing outside the m×n region of C
+/// changed.
+#[allow(clippy::too_many_arguments)]
+fn check_case(
+    k: &MicroKernel,
+    m: usize,
+    n: usize,
+    kc: usize,
+    packed_a: bool,
+    b_rs: usize,
+    accumulate: bool,
+    rng: &mut Rng,
+) {
+    let (a_rs, a_cs) = if packed_a { (1, k.mr) } else { (kc + 3, 1) };
+    let c_rs = n + 9;
+    let a_len = if kc == 0 {
+        0
+    } else {
+        (m - 1) * a_rs + (kc - 1) * a_cs + 1
+    };
+    let b_len = if kc == 0 { 0 } else { (kc - 1) * b_rs + n };
+    let mut a = vec![f32::NAN; a_len];
+    for i in 0..m {
+        for p in 0..kc {
+            a[i * a_rs + p * a_cs] = rng.next_f32();
+        }
+    }
+    let mut b = vec![f32::NAN; b_len];
+    for p in 0..kc {
+        for j in 0..n {
+            b[p * b_rs + j] = rng.next_f32();
+        }
+    }
+    // C: a guard before, the region, and guard rows after; everything
+    // outside the m×n region holds SENTINEL.
+    let c_len = C_GUARD + (m + 2) * c_rs + C_GUARD;
+    let mut c = vec![SENTINEL; c_len];
+    for i in 0..m {
+        for j in 0..n {
+            c[C_GUARD + i * c_rs + j] = rng.next_f32();
+        }
+    }
+    let mut want = c.clone();
+    ukernels::reference(
+        kc,
+        &a,
+        a_rs,
+        a_cs,
+        &b,
+        b_rs,
+        &mut want[C_GUARD..],
+        c_rs,
+        m,
+        n,
+        accumulate,
+    );
+    let what = |i: usize, j: usize| {
+        move || {
+            format!(
+                "{} m={m} n={n} kc={kc} packed_a={packed_a} b_rs={b_rs} \
+                 accumulate={accumulate} at ({i},{j})",
+                k.name
+            )
+        }
+    };
+    // The region's exact extent, so `run`'s length check is tight.
+    let region_end = C_GUARD + (m - 1) * c_rs + n;
+    ukernels::run(
+        k,
+        kc,
+        &a,
+        a_rs,
+        a_cs,
+        &b,
+        b_rs,
+        &mut c[C_GUARD..region_end],
+        c_rs,
+        m,
+        n,
+        accumulate,
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", what(0, 0)()));
+    for (idx, (&got, &exp)) in c.iter().zip(&want).enumerate() {
+        let inside = idx >= C_GUARD && {
+            let off = idx - C_GUARD;
+            off / c_rs < m && off % c_rs < n
+        };
+        let (i, j) = (
+            (idx.wrapping_sub(C_GUARD)) / c_rs,
+            (idx.wrapping_sub(C_GUARD)) % c_rs,
+        );
+        if inside {
+            assert_close(got, exp, kc, &what(i, j));
+        } else {
+            assert!(
+                got.to_bits() == SENTINEL.to_bits(),
+                "{}: wrote {got} outside the region (C index {idx})",
+                what(i, j)()
+            );
+        }
+    }
+}
+
+#[test]
+fn micro_kernels_match_reference() {
+    let _guard = isa_lock();
+    let kernels = ukernels::available_kernels();
+    assert!(!kernels.is_empty());
+    let mut rng = Rng::new(7);
+    let mut cases = 0usize;
+    for k in &kernels {
+        let lanes = k.isa.lanes();
+        for kc in [0usize, 1, 7, 64, 257] {
+            for m in 1..=k.mr {
+                for n in n_values(k.nr, lanes) {
+                    for packed_a in [false, true] {
+                        for b_rs in [k.nr, k.nr + 5] {
+                            for accumulate in [false, true] {
+                                check_case(k, m, n, kc, packed_a, b_rs, accumulate, &mut rng);
+                                cases += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "checked {cases} cases on {} kernels ({})",
+        kernels.len(),
+        kernels
+            .iter()
+            .map(|k| k.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
+#[test]
+fn micro_kernel_kc0_overwrite_writes_zeros() {
+    let _guard = isa_lock();
+    for k in ukernels::available_kernels() {
+        let (m, n) = (k.mr, k.nr);
+        let mut c = vec![7.0f32; m * n];
+        ukernels::run(k, 0, &[], 1, k.mr, &[], n, &mut c, n, m, n, false).expect("runs");
+        assert!(
+            c.iter().all(|&x| x == 0.0),
+            "{}: kc=0 must write zeros",
+            k.name
+        );
+        let mut c = vec![7.0f32; m * n];
+        ukernels::run(k, 0, &[], 1, k.mr, &[], n, &mut c, n, m, n, true).expect("runs");
+        assert!(
+            c.iter().all(|&x| x == 7.0),
+            "{}: kc=0 accumulate keeps C",
+            k.name
+        );
+    }
+}
+
+#[test]
+fn micro_kernel_registry_is_consistent() {
+    let _guard = isa_lock();
+    let all = ukernels::all_kernels();
+    let mut names: Vec<_> = all.iter().map(|k| k.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), all.len(), "kernel names are unique");
+    for k in all {
+        assert_eq!(k.name, format!("{}_{}x{}", k.isa.name(), k.mr, k.nr));
+        assert_eq!(k.nr % k.isa.lanes(), 0, "{}: NR is whole vectors", k.name);
+        let found = ukernels::find(k.name).expect("find by name");
+        assert_eq!(found.name, k.name);
+        assert_eq!(ukernels::is_available(k), k.isa <= ukernels::host_isa());
+    }
+    assert!(ukernels::find("generic_4x4").is_some());
+    assert!(ukernels::find("no_such_kernel").is_none());
+    for isa in Isa::ALL {
+        assert_eq!(Isa::from_name(isa.name()), Some(isa));
+    }
+    assert_eq!(Isa::from_name("AVX512"), Some(Isa::Avx512));
+    assert_eq!(Isa::from_name("neon"), None);
+    assert!(Isa::Generic < Isa::Sse && Isa::Sse < Isa::Avx2Fma && Isa::Avx2Fma < Isa::Avx512);
+    let peak = ukernels::peak_gflops_per_core(Isa::Avx512, 2.5);
+    assert!((peak - 2.5 * 2.0 * 16.0 * 2.0).abs() < 1e-9);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::env::var("TESSERA_ISA").is_err() {
+            assert!(ukernels::host_isa() >= Isa::Sse, "x86-64 always has SSE2");
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                assert_eq!(ukernels::host_isa(), Isa::Avx512);
+                assert!(ukernels::find("avx512_6x32").is_some_and(ukernels::is_available));
+            }
+        }
+        for name in [
+            "sse_4x8",
+            "sse_6x8",
+            "sse_4x4",
+            "avx2_6x16",
+            "avx2_4x24",
+            "avx2_8x8",
+        ] {
+            assert!(ukernels::find(name).is_some(), "{name} compiled in");
+        }
+        for name in ["avx512_6x32", "avx512_8x32", "avx512_12x16", "avx512_4x64"] {
+            assert!(ukernels::find(name).is_some(), "{name} compiled in");
+        }
+    }
+}
+
+#[test]
+fn micro_kernel_isa_cap_forces_fallback() {
+    let _guard = isa_lock();
+    let before = ukernels::host_isa();
+    ukernels::set_isa_cap(Some(Isa::Sse));
+    let result = std::panic::catch_unwind(|| {
+        assert!(ukernels::host_isa() <= Isa::Sse);
+        #[cfg(target_arch = "x86_64")]
+        if std::env::var("TESSERA_ISA").is_err() {
+            assert_eq!(ukernels::host_isa(), Isa::Sse);
+        }
+        let avail = ukernels::available_kernels();
+        assert!(avail.iter().all(|k| k.isa <= Isa::Sse), "no AVX kernels");
+        assert!(avail.iter().any(|k| k.name == "generic_4x4"));
+        #[cfg(target_arch = "x86_64")]
+        {
+            let k = ukernels::find("avx512_6x32").expect("compiled in");
+            assert!(!ukernels::is_available(k));
+            let (a, b) = (vec![1.0f32; 6], vec![1.0f32; 32]);
+            let mut c = vec![0.0f32; 6 * 32];
+            let err = ukernels::run(k, 1, &a, 1, 6, &b, 32, &mut c, 32, 6, 32, false)
+                .expect_err("AVX-512 kernel must be refused under the SSE cap");
+            assert!(matches!(
+                err,
+                UkernelError::NotAvailable {
+                    needs: Isa::Avx512,
+                    ..
+                }
+            ));
+            let text = err.to_string();
+            assert!(
+                text.contains("avx512") && text.contains("set_isa_cap(sse)"),
+                "{text}"
+            );
+            assert!(c.iter().all(|&x| x == 0.0), "refused call writes nothing");
+            // The SSE kernel still runs.
+            let sse = ukernels::find("sse_4x8").expect("compiled in");
+            ukernels::run(sse, 1, &a, 1, 4, &b, 8, &mut c, 8, 4, 8, false).expect("runs");
+            assert_eq!(c[0], 1.0);
+        }
+        ukernels::set_isa_cap(Some(Isa::Generic));
+        assert_eq!(ukernels::host_isa(), Isa::Generic);
+        assert!(
+            ukernels::available_kernels()
+                .iter()
+                .all(|k| k.isa == Isa::Generic)
+        );
+    });
+    ukernels::set_isa_cap(None);
+    assert_eq!(ukernels::host_isa(), before, "cap lifted");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Run by `micro_kernel_env_override_caps_isa` in a child process with
+/// `TESSERA_ISA=sse`; does nothing when run directly.
+#[test]
+#[ignore = "run in a child process with TESSERA_ISA set"]
+fn micro_kernel_env_override_child() {
+    if std::env::var("TESSERA_ISA").as_deref() != Ok("sse") {
+        return;
+    }
+    assert!(ukernels::host_isa() <= Isa::Sse);
+    assert_eq!(ukernels::isa_cap(), Some(Isa::Sse));
+    assert!(
+        ukernels::available_kernels()
+            .iter()
+            .all(|k| k.isa <= Isa::Sse)
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        let k = ukernels::find("avx2_6x16").expect("compiled in");
+        let err = ukernels::run(k, 0, &[], 1, 6, &[], 16, &mut [0.0; 96], 16, 6, 16, false)
+            .expect_err("refused");
+        assert!(err.to_string().contains("TESSERA_ISA=sse"), "{err}");
+    }
+    println!("ENV-OVERRIDE-CHILD-OK");
+}
+
+#[test]
+fn micro_kernel_env_override_caps_isa() {
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "micro_kernel_env_override_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TESSERA_ISA", "sse")
+        .output()
+        .expect("child runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("ENV-OVERRIDE-CHILD-OK"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Strides the region never steps along (a_cs and b_rs when kc = 1, a_rs
+/// and c_rs when m = 1) may be anything: the kernels must not overflow or
+/// touch memory with them.
+#[test]
+fn micro_kernel_unused_strides_may_be_huge() {
+    let _guard = isa_lock();
+    let huge = usize::MAX / 2;
+    let mut rng = Rng::new(3);
+    for k in ukernels::available_kernels() {
+        let (mr, nr) = (k.mr, k.nr);
+        let a: Vec<f32> = (0..mr).map(|_| rng.next_f32()).collect();
+        let b: Vec<f32> = (0..nr).map(|_| rng.next_f32()).collect();
+        // kc = 1, full tile, packed A (a_rs = 1): a_cs and b_rs unused.
+        let mut c = vec![0.0f32; mr * nr];
+        ukernels::run(k, 1, &a, 1, huge, &b, huge, &mut c, nr, mr, nr, false).expect("runs");
+        for i in 0..mr {
+            for j in 0..nr {
+                assert_eq!(c[i * nr + j], a[i] * b[j], "{} ({i},{j})", k.name);
+            }
+        }
+        // m = 1: a_rs and c_rs unused.
+        let mut c = vec![0.0f32; nr];
+        ukernels::run(k, 1, &a[..1], huge, 1, &b, nr, &mut c, huge, 1, nr, false).expect("runs");
+        for j in 0..nr {
+            assert_eq!(c[j], a[0] * b[j], "{} m=1 ({j})", k.name);
+        }
+    }
+}
+
+#[test]
+fn micro_kernel_run_rejects_bad_regions() {
+    let _guard = isa_lock();
+    let k = ukernels::find("generic_4x4").expect("compiled in");
+    let (m, n, kc) = (4usize, 4usize, 5usize);
+    let a = vec![1.0f32; m * kc];
+    let b = vec![1.0f32; kc * n];
+    let mut c = vec![0.0f32; m * n];
+    // Row-major A (a_rs = kc), B with b_rs = n, C with c_rs = n: exact fits.
+    ukernels::run(k, kc, &a, kc, 1, &b, n, &mut c, n, m, n, false).expect("exact fit runs");
+    assert!(c.iter().all(|&x| x == kc as f32));
+
+    let err = ukernels::run(k, kc, &a[1..], kc, 1, &b, n, &mut c, n, m, n, false)
+        .expect_err("A too short");
+    assert!(
+        matches!(err, UkernelError::SliceTooShort { operand: "A", .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("operand A"));
+
+    let err = ukernels::run(
+        k,
+        kc,
+        &a,
+        kc,
+        1,
+        &b[..b.len() - 1],
+        n,
+        &mut c,
+        n,
+        m,
+        n,
+        false,
+    )
+    .expect_err("B too short");
+    assert!(
+        matches!(err, UkernelError::SliceTooShort { operand: "B", .. }),
+        "{err}"
+    );
+
+    let len = c.len() - 1;
+    let err = ukernels::run(k, kc, &a, kc, 1, &b, n, &mut c[..len], n, m, n, false)
+        .expect_err("C too short");
+    assert!(
+        matches!(err, UkernelError::SliceTooShort { operand: "C", .. }),
+        "{err}"
+    );
+
+    // Strides that overflow the address computation are rejected, not wrapped.
+    let err = ukernels::run(k, kc, &a, usize::MAX / 2, 1, &b, n, &mut c, n, m, n, false)
+        .expect_err("overflowing stride");
+    assert!(
+        matches!(err, UkernelError::SliceTooShort { operand: "A", .. }),
+        "{err}"
+    );
+
+    let err =
+        ukernels::run(k, kc, &a, kc, 1, &b, n, &mut c, n, m + 1, n, false).expect_err("m > MR");
+    assert!(matches!(err, UkernelError::TileTooLarge { .. }), "{err}");
+
+    let err = ukernels::run(k, kc, &a, kc, 1, &b, n, &mut c, n - 1, m, n, false)
+        .expect_err("overlapping C rows");
+    assert!(matches!(err, UkernelError::OverlappingRows { .. }), "{err}");
+
+    // Empty regions are fine with empty slices.
+    ukernels::run(k, kc, &[], kc, 1, &[], n, &mut [], n, 0, n, false).expect("m = 0");
+    ukernels::run(k, kc, &[], kc, 1, &[], n, &mut [], n, m, 0, false).expect("n = 0");
+}
+
+// --- the tensorize step ---
+
+use common::{
+    assert_close as assert_tensors_close, build, random_inputs, reduction_length, reference,
+};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use tessera::codegen::{CodegenOptions, compile};
+use tessera::schedule::{State, Step, StepErrorKind, steps_from_json};
+use tessera::te::ComputeDag;
+use tessera::tir::{self, LowerError, Stmt};
+
+fn steps(json: &str) -> Vec<Step> {
+    steps_from_json(json).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Lowers `steps` on `dag`, checks the block became one micro-kernel call,
+/// and compares the IR interpreter and the JIT with the reference.
+fn check_tensorized(label: &str, dag: &ComputeDag, steps: &[Step]) {
+    let state = State::replay(dag, steps).unwrap_or_else(|e| panic!("{label}: {e}"));
+    let func = tir::lower(&state).unwrap_or_else(|e| panic!("{label}: lowering: {e}"));
+    let mut calls = 0;
+    func.body
+        .visit(&mut |s| calls += usize::from(matches!(s, Stmt::Gemm(_))));
+    assert_eq!(calls, 1, "{label}: one call in\n{func}");
+    let inputs = random_inputs(dag, 11);
+    let want = reference(dag, &inputs);
+    let interpreted =
+        tir::run(&func, &inputs).unwrap_or_else(|e| panic!("{label}: IR: {e}\n{func}"));
+    assert_tensors_close(
+        &format!("{label} (IR)"),
+        &interpreted,
+        &want,
+        reduction_length(dag),
+    );
+    let kernel = compile(&func, &CodegenOptions::default())
+        .unwrap_or_else(|e| panic!("{label}: compile: {e}\n{func}"));
+    let compiled = kernel
+        .run_host(&inputs)
+        .unwrap_or_else(|e| panic!("{label}: run: {e}"));
+    assert_tensors_close(
+        &format!("{label} (JIT)"),
+        &compiled,
+        &want,
+        reduction_length(dag),
+    );
+}
+
+/// The block of matmul C tensorized in place: C's own loops, A and B read
+/// where they are.
+fn direct(m_t: i64, n_t: i64, k_t: Option<i64>, kernel: &str) -> Vec<Step> {
+    let (k_split, k_loops, k_block) = match k_t {
+        Some(k) => (
+            format!(r#"{{"kind":"split","stage":"C","iter":"k","factors":[{k}]}},"#),
+            r#""k.0","#,
+            "k.1",
+        ),
+        None => (String::new(), "", "k"),
+    };
+    steps(&format!(
+        r#"[
+        {{"kind":"split","stage":"C","iter":"i0","factors":[{m_t}]}},
+        {{"kind":"split","stage":"C","iter":"i1","factors":[{n_t}]}},
+        {k_split}
+        {{"kind":"reorder","stage":"C","order":["i0.0","i1.0",{k_loops}"{k_block}","i0.1","i1.1"]}},
+        {{"kind":"tensorize","stage":"C","iter":"{k_block}","intrinsic":"{kernel}"}}
+    ]"#
+    ))
+}
+
+/// GotoBLAS style: the accumulator tile in C.local, B packed into a panel
+/// B.local per column block, the outer column loop parallel.
+fn packed(m_t: i64, n_t: i64, kernel: &str) -> Vec<Step> {
+    steps(&format!(
+        r#"[
+        {{"kind":"cache_write","stage":"C"}},
+        {{"kind":"cache_read","stage":"B","readers":["C.local"]}},
+        {{"kind":"split","stage":"C","iter":"i0","factors":[{m_t}]}},
+        {{"kind":"split","stage":"C","iter":"i1","factors":[{n_t}]}},
+        {{"kind":"reorder","stage":"C","order":["i1.0","i0.0","i0.1","i1.1"]}},
+        {{"kind":"compute_at","stage":"C.local","target":"C","iter":"i0.0"}},
+        {{"kind":"compute_at","stage":"B.local","target":"C","iter":"i1.0"}},
+        {{"kind":"reorder","stage":"C.local","order":["k","i0","i1"]}},
+        {{"kind":"tensorize","stage":"C.local","iter":"k","intrinsic":"{kernel}"}},
+        {{"kind":"annotate","stage":"C","iter":"i1.0","annotation":"parallel"}}
+    ]"#
+    ))
+}
+
+fn available() -> Vec<&'static MicroKernel> {
+    let kernels = ukernels::available_kernels();
+    assert!(!kernels.is_empty(), "at least the portable kernel");
+    kernels
+}
+
+#[test]
+fn tensorized_matmuls_with_random_tiles_around_each_kernel_match_the_reference() {
+    let _cap = isa_lock();
+    let mut rng = StdRng::seed_from_u64(5);
+    for kernel in available() {
+        for case in 0..3 {
+            let (mr, nr) = (kernel.mr as i64, kernel.nr as i64);
+            // The block at most the kernel's tile (edge tiles included).
+            let m_t = if case == 0 {
+                mr
+            } else {
+                rng.random_range(1..=mr)
+            };
+            let n_t = if case == 0 {
+                nr
+            } else {
+                rng.random_range(1..=nr)
+            };
+            let (m, n) = (m_t * rng.random_range(1..=3), n_t * rng.random_range(1..=2));
+            let k_t = rng.random_range(1..=24);
+            let k = k_t * rng.random_range(1..=3);
+            let dag = build("matmul", &[("M", m), ("N", n), ("K", k)]);
+            let label = format!("{} matmul {m}x{n}x{k} tile {m_t}x{n_t}", kernel.name);
+            check_tensorized(
+                &format!("{label} direct"),
+                &dag,
+                &direct(m_t, n_t, None, kernel.name),
+            );
+            check_tensorized(
+                &format!("{label} direct kc={k_t}"),
+                &dag,
+                &direct(m_t, n_t, Some(k_t), kernel.name),
+            );
+            check_tensorized(
+                &format!("{label} packed"),
+                &dag,
+                &packed(m_t, n_t, kernel.name),
+            );
+        }
+    }
+}
+
+#[test]
+fn batch_matmul_tensorizes_inside_the_batch_loop() {
+    let _cap = isa_lock();
+    let kernel = available()[0];
+    let (mr, nr) = (kernel.mr as i64, kernel.nr as i64);
+    let dag = build(
+        "batch_matmul",
+        &[("B", 3), ("M", mr * 2), ("N", nr), ("K", 9)],
+    );
+    check_tensorized(
+        "batch_matmul",
+        &dag,
+        &steps(&format!(
+            r#"[
+            {{"kind":"split","stage":"C","iter":"i1","factors":[{mr}]}},
+            {{"kind":"reorder","stage":"C","order":["i0","i1.0","k","i1.1","i2"]}},
+            {{"kind":"tensorize","stage":"C","iter":"k","intrinsic":"{}"}}
+        ]"#,
+            kernel.name
+        )),
+    );
+}
+
+fn step_error(dag: &ComputeDag, json: &str) -> String {
+    match State::replay(dag, &steps(json)) {
+        Err(e) => {
+            assert!(matches!(e.kind, StepErrorKind::Tensorize { .. }), "{e}");
+            e.to_string()
+        }
+        Ok(_) => panic!("{json} applied"),
+    }
+}
+
+fn lower_error(dag: &ComputeDag, json: &str) -> String {
+    let state = State::replay(dag, &steps(json)).unwrap_or_else(|e| panic!("{e}"));
+    match tir::lower(&state) {
+        Err(e @ LowerError::Tensorize { .. }) => e.to_string(),
+        Err(e) => panic!("another error: {e}"),
+        Ok(f) => panic!("{json} lowered:\n{f}"),
+    }
+}
+
+#[test]
+fn blocks_that_do_not_match_are_typed_errors() {
+    let _cap = isa_lock();
+    let kernel = available()[0];
+    let name = kernel.name;
+    let (mr, nr) = (kernel.mr as i64, kernel.nr as i64);
+    let matmul = build("matmul", &[("M", mr * 2), ("N", nr * 2), ("K", 8)]);
+    // Not the three innermost loops.
+    let e = step_error(
+        &matmul,
+        &format!(
+            r#"[{{"kind":"split","stage":"C","iter":"i0","factors":[2]}},
+            {{"kind":"tensorize","stage":"C","iter":"i0.0","intrinsic":"{name}"}}]"#
+        ),
+    );
+    assert!(e.contains("innermost loops"), "{e}");
+    // An annotated loop inside the block.
+    let e = step_error(
+        &matmul,
+        &format!(
+            r#"[{{"kind":"reorder","stage":"C","order":["k","i0","i1"]}},
+            {{"kind":"annotate","stage":"C","iter":"i1","annotation":"vectorize"}},
+            {{"kind":"tensorize","stage":"C","iter":"k","intrinsic":"{name}"}}]"#
+        ),
+    );
+    assert!(e.contains("annotated vectorize"), "{e}");
+    // Not a reduction.
+    let relu = build("relu", &[("M", 4), ("N", 4)]);
+    let e = step_error(
+        &relu,
+        &format!(r#"[{{"kind":"tensorize","stage":"relu","iter":"i0","intrinsic":"{name}"}}]"#),
+    );
+    assert!(e.contains("not a sum reduction"), "{e}");
+
+    // B stored transposed is strided along n: pack it first.
+    let nt = build("matmul_nt", &[("M", mr), ("N", nr), ("K", 8)]);
+    let e = lower_error(
+        &nt,
+        &format!(
+            r#"[{{"kind":"reorder","stage":"C","order":["k","i0","i1"]}},
+            {{"kind":"tensorize","stage":"C","iter":"k","intrinsic":"{name}"}}]"#
+        ),
+    );
+    assert!(e.contains("contiguous along the n loop"), "{e}");
+    // A block larger than the kernel's tile.
+    let e = lower_error(
+        &matmul,
+        &format!(
+            r#"[{{"kind":"reorder","stage":"C","order":["k","i0","i1"]}},
+            {{"kind":"tensorize","stage":"C","iter":"k","intrinsic":"{name}"}}]"#
+        ),
+    );
+    assert!(e.contains("computes at most"), "{e}");
+    // A split that does not divide leaves a guard inside the block.
+    let odd = build("matmul", &[("M", mr + 1), ("N", nr), ("K", 8)]);
+    let e = lower_error(&odd, &direct_json(mr, nr, name));
+    assert!(e.contains("bound guard"), "{e}");
+    // An unknown micro-kernel.
+    let e = lower_error(&matmul, &direct_json(mr, nr, "avx9000_1x1"));
+    assert!(e.contains("no micro-kernel 'avx9000_1x1'"), "{e}");
+}
+
+fn direct_json(m_t: i64, n_t: i64, kernel: &str) -> String {
+    serde_json::to_string(&direct(m_t, n_t, None, kernel)).expect("json")
+}
+
+#[test]
+fn a_kernel_the_isa_cap_forbids_is_a_compile_error_not_a_crash() {
+    let _cap = isa_lock();
+    let Some(wide) = ukernels::available_kernels()
+        .into_iter()
+        .find(|k| k.isa > Isa::Sse)
+    else {
+        eprintln!("skipped: this CPU has no micro-kernel wider than SSE");
+        return;
+    };
+    let dag = build(
+        "matmul",
+        &[("M", wide.mr as i64), ("N", wide.nr as i64), ("K", 16)],
+    );
+    let state = State::replay(
+        &dag,
+        &direct(wide.mr as i64, wide.nr as i64, None, wide.name),
+    )
+    .expect("replays");
+    let func = tir::lower(&state).expect("lowers");
+    ukernels::set_isa_cap(Some(Isa::Sse));
+    let capped = compile(&func, &CodegenOptions::default());
+    ukernels::set_isa_cap(None);
+    let message = capped.err().expect("refused under the cap").to_string();
+    assert!(
+        message.contains(wide.name) && message.contains("needs"),
+        "{message}"
+    );
+    assert!(compile(&func, &CodegenOptions::default()).is_ok());
+}
