@@ -622,6 +622,35 @@ fn tensorized_matmuls_with_random_tiles_around_each_kernel_match_the_reference()
 }
 
 #[test]
+fn splits_that_do_not_divide_become_edge_tiles_of_the_kernel() {
+    let _cap = isa_lock();
+    let mut rng = StdRng::seed_from_u64(9);
+    for kernel in available() {
+        let (mr, nr) = (kernel.mr as i64, kernel.nr as i64);
+        let m_t = rng.random_range(1..=mr);
+        let n_t = rng.random_range(1..=nr);
+        // Extents that leave a partial tile in every direction.
+        let (m, n) = (
+            m_t * 2 + rng.random_range(1..=m_t),
+            n_t + rng.random_range(1..=n_t),
+        );
+        let k_t = rng.random_range(2..=9);
+        let k = k_t * 2 + rng.random_range(1..k_t);
+        let dag = build("matmul", &[("M", m), ("N", n), ("K", k)]);
+        let label = format!(
+            "{} matmul {m}x{n}x{k} tile {m_t}x{n_t} kc {k_t}",
+            kernel.name
+        );
+        check_tensorized(&label, &dag, &direct(m_t, n_t, Some(k_t), kernel.name));
+        check_tensorized(
+            &format!("{label} packed"),
+            &dag,
+            &packed(m_t, n_t, kernel.name),
+        );
+    }
+}
+
+#[test]
 fn batch_matmul_tensorizes_inside_the_batch_loop() {
     let _cap = isa_lock();
     let kernel = available()[0];
@@ -716,10 +745,6 @@ fn blocks_that_do_not_match_are_typed_errors() {
         ),
     );
     assert!(e.contains("computes at most"), "{e}");
-    // A split that does not divide leaves a guard inside the block.
-    let odd = build("matmul", &[("M", mr + 1), ("N", nr), ("K", 8)]);
-    let e = lower_error(&odd, &direct_json(mr, nr, name));
-    assert!(e.contains("bound guard"), "{e}");
     // An unknown micro-kernel.
     let e = lower_error(&matmul, &direct_json(mr, nr, "avx9000_1x1"));
     assert!(e.contains("no micro-kernel 'avx9000_1x1'"), "{e}");
@@ -729,14 +754,22 @@ fn direct_json(m_t: i64, n_t: i64, kernel: &str) -> String {
     serde_json::to_string(&direct(m_t, n_t, None, kernel)).expect("json")
 }
 
+/// A micro-kernel this CPU runs that the SSE cap forbids (`None`, with a
+/// note, on CPUs without one).
+fn wider_than_sse() -> Option<&'static MicroKernel> {
+    let wide = ukernels::available_kernels()
+        .into_iter()
+        .find(|k| k.isa > Isa::Sse);
+    if wide.is_none() {
+        eprintln!("skipped: this CPU has no micro-kernel wider than SSE");
+    }
+    wide
+}
+
 #[test]
 fn a_kernel_the_isa_cap_forbids_is_a_compile_error_not_a_crash() {
     let _cap = isa_lock();
-    let Some(wide) = ukernels::available_kernels()
-        .into_iter()
-        .find(|k| k.isa > Isa::Sse)
-    else {
-        eprintln!("skipped: this CPU has no micro-kernel wider than SSE");
+    let Some(wide) = wider_than_sse() else {
         return;
     };
     let dag = build(
@@ -758,4 +791,66 @@ fn a_kernel_the_isa_cap_forbids_is_a_compile_error_not_a_crash() {
         "{message}"
     );
     assert!(compile(&func, &CodegenOptions::default()).is_ok());
+}
+
+#[test]
+fn a_deployed_tensorized_artifact_names_its_kernel_and_falls_back_where_the_isa_is_missing() {
+    use tessera::db::TuningDb;
+    use tessera::deploy::{DeployOptions, FallbackReason, KernelSource, Library};
+    use tessera::measure::{MeasureResult, Task};
+    use tessera::runtime::host_device;
+
+    let _cap = isa_lock();
+    let Some(wide) = wider_than_sse() else {
+        return;
+    };
+    let (mr, nr) = (wide.mr as i64, wide.nr as i64);
+    let shape = format!("M={},N={},K=16", mr * 2, nr);
+    let dir = std::env::temp_dir().join(format!("tessera-tensorize-deploy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let task = Task::from_registry("matmul", &shape).expect("task");
+    let steps = direct(mr, nr, None, wide.name);
+    let mut db = TuningDb::open(&dir.join("tuning.db")).expect("db");
+    let result: MeasureResult = common::ok_result(1e-5, 1.8e9);
+    db.record_batch(&task, host_device(), &[(&steps, &result)])
+        .expect("recorded");
+    let options = DeployOptions {
+        out: dir.join("schedules"),
+        workloads: Vec::new(),
+        force: false,
+    };
+    let report = tessera::deploy::deploy(&db, host_device(), &options).expect("deployed");
+    let file = report.workloads[0].file.clone().expect("artifact");
+    let artifact = tessera::deploy::Artifact::read(&file).expect("artifact");
+    assert_eq!(artifact.intrinsics, vec![wide.name.to_string()]);
+    assert_eq!(artifact.isa.as_deref(), Some(wide.isa.name()));
+
+    let inputs = random_inputs(task.dag(), 4);
+    let want = reference(task.dag(), &inputs);
+    ukernels::set_isa_cap(Some(Isa::Sse));
+    let capped =
+        Library::open(dir.join("schedules")).and_then(|library| library.kernel(task.dag()));
+    let capped_run = capped.as_ref().ok().map(|l| l.kernel.run_host(&inputs));
+    ukernels::set_isa_cap(None);
+    let loaded = capped.expect("falls back rather than failing");
+    match &loaded.source {
+        KernelSource::Fallback(reason @ FallbackReason::MissingIsa { needs, .. }) => {
+            assert_eq!(needs, wide.isa.name());
+            assert!(reason.to_string().contains(wide.name), "{reason}");
+        }
+        other => panic!("expected a missing-ISA fallback, got {other:?}"),
+    }
+    let got = capped_run.expect("ran").expect("the default schedule runs");
+    assert_tensors_close("fallback", &got, &want, 16);
+
+    let library = Library::open(dir.join("schedules")).expect("library");
+    let tuned = library.kernel(task.dag()).expect("loads");
+    assert!(
+        matches!(tuned.source, KernelSource::Tuned { .. }),
+        "{:?}",
+        tuned.source
+    );
+    let got = tuned.kernel.run_host(&inputs).expect("runs");
+    assert_tensors_close("tuned", &got, &want, 16);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -320,6 +320,9 @@ fn bench_one(
     let tuned = time_kernel(&kernel, &mut tuned_bufs, args.repeat)?;
     let untuned = time_kernel(&baseline, &mut base_bufs, args.repeat.min(3))?;
     let peak_gflops = peak::f32x4_fma_peak_gflops(ghz, threads);
+    let native_isa = crate::runtime::ukernels::host_isa();
+    let native_peak_gflops =
+        crate::runtime::ukernels::peak_gflops_per_core(native_isa, ghz) * threads as f64;
     let gflops = flops / tuned.median() / 1e9;
     let get = |name: &str| {
         shape
@@ -359,6 +362,9 @@ fn bench_one(
         "clock_ghz": ghz,
         "peak_gflops": peak_gflops,
         "peak_fraction": gflops / peak_gflops,
+        "native_isa": native_isa.name(),
+        "native_peak_gflops": native_peak_gflops,
+        "native_peak_fraction": gflops / native_peak_gflops,
         "compile_ms": kernel.compile_time().as_secs_f64() * 1e3,
         "default_gflops": default_gflops,
         "untuned_gflops": default_gflops,
@@ -423,6 +429,13 @@ fn render(report: &Value) -> String {
         peak::FMA_PIPES,
         report["threads"],
         100.0 * gflops / peak_gflops
+    );
+    let native_peak = num(report, "native_peak_gflops");
+    let _ = writeln!(
+        out,
+        "  peak {:<6} FMA  {native_peak:8.2} GFLOP/s (the widest vector ISA here, nominal: 2 FMA/cycle x lanes x 2 flops x cores); fraction {:.1}%",
+        report["native_isa"].as_str().unwrap_or_default(),
+        100.0 * gflops / native_peak
     );
     let default_gflops = num(report, "default_gflops");
     let _ = writeln!(

@@ -41,12 +41,39 @@ pub struct Artifact {
     pub measured_at: f64,
     /// When the artifact was written (RFC 3339, UTC).
     pub deployed_at: String,
+    /// The micro-kernels the schedule calls (its `tensorize` steps); absent
+    /// when it calls none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intrinsics: Vec<String>,
+    /// The widest vector ISA those micro-kernels need (`avx512`, `avx2`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isa: Option<String>,
+}
+
+/// The micro-kernels `steps` call, in step order, each once.
+pub fn intrinsics_of(steps: &[Step]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for step in steps {
+        if let Step::Tensorize { intrinsic, .. } = step
+            && !out.contains(intrinsic)
+        {
+            out.push(intrinsic.clone());
+        }
+    }
+    out
 }
 
 impl Artifact {
     /// The artifact of `record`, the best of `trials` measured candidates.
     pub fn from_record(record: &TuningRecord, trials: usize) -> Option<Artifact> {
         let median_secs = record.result.median()?;
+        let intrinsics = intrinsics_of(&record.steps);
+        let isa = intrinsics
+            .iter()
+            .filter_map(|name| crate::runtime::ukernels::find(name))
+            .map(|k| k.isa)
+            .max()
+            .map(|isa| isa.name().to_string());
         Some(Artifact {
             schema: ARTIFACT_SCHEMA,
             tessera_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -59,6 +86,8 @@ impl Artifact {
             measured_at: record.result.timestamp,
             deployed_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
                 .to_string(),
+            intrinsics,
+            isa,
         })
     }
 

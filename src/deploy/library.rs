@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::codegen::{self, CodegenOptions, Kernel};
+use crate::runtime::ukernels;
 use crate::runtime::{DeviceDescription, DeviceKey, host_device};
 use crate::schedule::State;
 use crate::te::{ComputeDag, WorkloadKey};
@@ -42,6 +43,18 @@ pub enum FallbackReason {
         path: PathBuf,
         /// What differs.
         reason: String,
+    },
+    /// The artifact's schedule calls a micro-kernel this CPU cannot run
+    /// (or `TESSERA_ISA` forbids): its vector ISA is missing.
+    MissingIsa {
+        /// The artifact file.
+        path: PathBuf,
+        /// The micro-kernel.
+        intrinsic: String,
+        /// The ISA it needs.
+        needs: String,
+        /// The widest ISA this CPU runs (under the cap).
+        host: String,
     },
     /// The artifact or index file cannot be read as one.
     Corrupt {
@@ -80,6 +93,16 @@ impl fmt::Display for FallbackReason {
             FallbackReason::Stale { path, reason } => write!(
                 f,
                 "stale artifact {}: {reason} — tune again and redeploy",
+                path.display()
+            ),
+            FallbackReason::MissingIsa {
+                path,
+                intrinsic,
+                needs,
+                host,
+            } => write!(
+                f,
+                "artifact {} calls micro-kernel {intrinsic}, which needs {needs}; this CPU runs up to {host} — tune on this machine for a tuned kernel",
                 path.display()
             ),
             FallbackReason::Corrupt { path, reason } => write!(
@@ -297,6 +320,28 @@ impl Library {
                 "it is the artifact of {} on {}, not of its index entry",
                 artifact.workload.readable, artifact.device.readable
             ));
+        }
+        // Never compile a call of a kernel this CPU cannot execute.
+        for name in super::artifact::intrinsics_of(&artifact.steps) {
+            match ukernels::find(&name) {
+                Some(k) if ukernels::is_available(k) => {}
+                Some(k) => {
+                    return Resolution::Fallback(FallbackReason::MissingIsa {
+                        path,
+                        intrinsic: name,
+                        needs: k.isa.name().to_string(),
+                        host: ukernels::host_isa().name().to_string(),
+                    });
+                }
+                None => {
+                    return Resolution::Fallback(FallbackReason::Stale {
+                        path,
+                        reason: format!(
+                            "it calls micro-kernel '{name}', which this tessera does not have"
+                        ),
+                    });
+                }
+            }
         }
         // A DAG of the same workload may name its tensors and axes its own
         // way: the steps are recorded with the registry operator's names.

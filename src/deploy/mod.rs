@@ -15,7 +15,7 @@ mod verify;
 pub use ahead::{AOT_DIR, AotWorkload, aot_symbol, compile_deployed};
 pub use artifact::{
     ARTIFACT_SCHEMA, Artifact, INDEX_FILE, Index, IndexEntry, artifact_file_name, device_dir,
-    write_atomic,
+    intrinsics_of, write_atomic,
 };
 pub use error::DeployError;
 pub use export::{

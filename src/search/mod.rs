@@ -10,6 +10,7 @@ mod infer;
 pub mod plot;
 pub mod scheduler;
 pub mod sketch;
+mod sketch_tensorize;
 pub mod suite;
 pub mod tuner;
 

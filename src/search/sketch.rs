@@ -20,6 +20,8 @@
 //! - **cache write**: otherwise the tiled stage is also tried with a local
 //!   cache stage, computed inside the outer tile loop of the original stage,
 //!   which copies it out;
+//! - **tensorize**: a GEMM-shaped reduction of two inputs is also tried with
+//!   its register tile computed by a micro-kernel (see `sketch_tensorize`);
 //! - **rfactor**: a reduction with little spatial parallelism (fewer
 //!   output elements than 4 per core… or a long reduction) is also tried
 //!   with its innermost reduction axis split and the outer part factored
@@ -29,6 +31,8 @@
 
 use crate::schedule::Step;
 use crate::te::{ComputeDag, ComputeOp, ExprKind, Tensor};
+
+use super::sketch_tensorize::tensorize_variants;
 
 /// One step of a sketch: fixed, or a split whose factors annotation chooses.
 #[derive(Clone, Debug, PartialEq)]
@@ -423,8 +427,7 @@ fn simple(info: &StageInfo, steps: &mut Vec<SketchStep>, sites: &mut Vec<Annotat
     sites.push(site(&info.name, true, true, true));
 }
 
-/// The alternatives for one stage: (rule name, steps, annotation sites).
-type Variant = (String, Vec<SketchStep>, Vec<AnnotationSite>);
+use super::sketch_tensorize::Variant;
 
 /// Most sketches generated for one DAG.
 pub const MAX_SKETCHES: usize = 16;
@@ -563,6 +566,7 @@ pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
                     ));
                 }
                 variants.push((format!("{}:tile+cache_write", s.name), steps, sites));
+                variants.extend(tensorize_variants(&s.name, &s.op, &site));
                 let mut steps = Vec::new();
                 tile_ssrsrs(&s.name, &spatial, &reduce, &mut steps);
                 variants.push((
@@ -743,5 +747,35 @@ mod tests {
         );
         assert!(roles[3..].iter().all(|r| *r == TileRole::Free));
         assert!(sketch.sites.iter().any(|s| s.stage == "C" && s.unroll_tile));
+    }
+
+    #[test]
+    fn gemm_shaped_stages_get_tensorized_sketches_with_and_without_packing() {
+        let build = |op: &str, shape: &str| {
+            let spec = ops::find(op).expect("registered");
+            generate_sketches(
+                &spec
+                    .build(&spec.parse_shape(shape).expect("shape"))
+                    .expect("dag"),
+            )
+        };
+        let matmul = build("matmul", "M=64,N=64,K=64");
+        let tensorized: Vec<&Sketch> = matmul
+            .iter()
+            .filter(|s| s.name.contains(":tensorize("))
+            .collect();
+        if crate::runtime::ukernels::available_kernels().is_empty() {
+            return;
+        }
+        assert!(tensorized.iter().any(|s| s.name.ends_with("+pack(B)")));
+        assert!(tensorized.iter().any(|s| !s.name.contains("+pack")));
+        for sketch in &tensorized {
+            let steps = fixed(sketch);
+            assert!(steps.iter().any(|s| matches!(s,
+                Step::Tensorize { stage, iter, .. } if stage == "C.local" && iter == "k.1")));
+        }
+        // B stored transposed is not contiguous along n: no tensorized sketch.
+        let nt = build("matmul_nt", "M=64,N=64,K=64");
+        assert!(nt.iter().all(|s| !s.name.contains("tensorize")));
     }
 }

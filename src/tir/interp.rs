@@ -80,13 +80,15 @@ enum Op {
         value: Node,
         body: Box<Op>,
     },
-    Gemm {
-        m: i64,
-        n: i64,
-        kc: i64,
-        /// A, B, C: buffer, offset, row stride, column stride.
-        operands: [(usize, Node, i64, i64); 3],
-    },
+    Gemm(Box<GemmOp>),
+}
+
+/// A micro-kernel call, resolved.
+struct GemmOp {
+    /// Rows, columns, depth.
+    counts: [Node; 3],
+    /// A, B, C: buffer, offset, row stride, column stride.
+    operands: [(usize, Node, i64, i64); 3],
 }
 
 fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
@@ -153,12 +155,15 @@ fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
                     .map(|offset| (o.buffer, offset, o.row_stride, o.col_stride))
                     .map_err(unresolved)
             };
-            Op::Gemm {
-                m: call.m,
-                n: call.n,
-                kc: call.kc,
+            let count = |e: &crate::te::Expr| r.resolve(e).map_err(unresolved);
+            Op::Gemm(Box::new(GemmOp {
+                counts: [
+                    count(&call.counts[0])?,
+                    count(&call.counts[1])?,
+                    count(&call.counts[2])?,
+                ],
                 operands: [operand(&call.a)?, operand(&call.b)?, operand(&call.c)?],
-            }
+            }))
         }
     })
 }
@@ -253,7 +258,17 @@ impl Machine<'_> {
                 self.env[*slot] = v.as_i64();
                 self.exec(body)?;
             }
-            Op::Gemm { m, n, kc, operands } => self.gemm(*m, *n, *kc, operands)?,
+            Op::Gemm(op) => {
+                let GemmOp { counts, operands } = op.as_ref();
+                let mut c = [0i64; 3];
+                for (slot, node) in c.iter_mut().zip(counts) {
+                    *slot = eval(node, &self.env, &self.buffers)
+                        .map_err(|f| self.fault(f, "load"))?
+                        .as_i64()
+                        .max(0);
+                }
+                self.gemm(c[0], c[1], c[2], operands)?
+            }
         }
         Ok(())
     }

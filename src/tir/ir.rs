@@ -99,12 +99,16 @@ pub struct GemmOperand {
 pub struct GemmCall {
     /// The micro-kernel (`runtime::ukernels` name).
     pub kernel: String,
-    /// Rows of C and A.
+    /// Rows of C and A in the block.
     pub m: i64,
-    /// Columns of C and B.
+    /// Columns of C and B in the block.
     pub n: i64,
-    /// The reduction length.
+    /// The block's reduction length.
     pub kc: i64,
+    /// The (rows, columns, depth) this call computes, `i64` expressions:
+    /// the block's extents, or fewer at the edge of a split that does not
+    /// divide (the kernel's edge tiles).
+    pub counts: [Expr; 3],
     /// The broadcast operand, `m × kc`.
     pub a: GemmOperand,
     /// The vector operand, `kc × n`, contiguous along n.
@@ -117,6 +121,13 @@ impl GemmCall {
     /// The operands, A, B, C.
     pub fn operands(&self) -> [&GemmOperand; 3] {
         [&self.a, &self.b, &self.c]
+    }
+
+    /// Every expression of the call: the operands' offsets, then the counts.
+    pub fn exprs(&self) -> Vec<&Expr> {
+        let mut out: Vec<&Expr> = self.operands().iter().map(|o| &o.offset).collect();
+        out.extend(self.counts.iter());
+        out
     }
 }
 
@@ -210,7 +221,7 @@ impl Stmt {
             }
             Stmt::IfThenElse { cond, .. } => f(cond),
             Stmt::Let { value, .. } => f(value),
-            Stmt::Gemm(call) => call.operands().iter().for_each(|o| f(&o.offset)),
+            Stmt::Gemm(call) => call.exprs().into_iter().for_each(&mut *f),
             _ => {}
         });
     }

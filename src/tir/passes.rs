@@ -95,6 +95,9 @@ pub fn map_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
             for operand in [&mut call.a, &mut call.b, &mut call.c] {
                 operand.offset = f(&operand.offset);
             }
+            for count in call.counts.iter_mut() {
+                *count = f(count);
+            }
             return Stmt::Gemm(call);
         }
         other => other,

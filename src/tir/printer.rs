@@ -78,9 +78,10 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
                     f.buffers[o.buffer].name, o.offset, o.row_stride, o.col_stride
                 )
             };
+            let [m, n, kc] = &call.counts;
             writeln!(
                 out,
-                "{pad}{} += {} @ {}  // gemm {} m={} n={} kc={}",
+                "{pad}{} += {} @ {}  // gemm {} {}x{}x{} m={m} n={n} kc={kc}",
                 operand(&call.c),
                 operand(&call.a),
                 operand(&call.b),

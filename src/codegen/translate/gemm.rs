@@ -64,8 +64,13 @@ impl FnTranslator<'_, '_, '_> {
         let b = self.operand_address(&call.b)?;
         let c = self.operand_address(&call.c)?;
         let int = |this: &mut Self, v: i64| this.b.ins().iconst(types::I64, v);
+        let mut counts = Vec::with_capacity(3);
+        for count in &call.counts {
+            let v = self.expr(count, false)?;
+            counts.push(self.materialize(v, DType::I64));
+        }
         let args = [
-            int(self, call.kc),
+            counts[2],
             a,
             int(self, call.a.row_stride),
             int(self, call.a.col_stride),
@@ -73,8 +78,8 @@ impl FnTranslator<'_, '_, '_> {
             int(self, call.b.row_stride),
             c,
             int(self, call.c.row_stride),
-            int(self, call.m),
-            int(self, call.n),
+            counts[0],
+            counts[1],
             int(self, 1),
         ];
         let f = self

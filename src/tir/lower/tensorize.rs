@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use crate::runtime::ukernels;
 use crate::schedule::{Annotation, ComputeAt, IterId, TENSORIZE_BLOCK, Tensorized};
-use crate::te::{BinOp, DType, Expr, ExprKind, IterKind, Var};
+use crate::te::{BinOp, CmpOp, DType, Expr, ExprKind, IterKind, Var, max, min};
 
 use super::super::ir::{BufferId, GemmCall, GemmOperand, Stmt};
 use super::{LowerError, Lowering};
@@ -64,6 +64,22 @@ fn affine(e: &Expr, vars: &[Var]) -> Option<Affine> {
             (_, Some(c)) => Some(scale(affine(a, vars)?, c)),
             _ => None,
         },
+        _ => None,
+    }
+}
+
+/// `(v, limit)` when `p` is `lhs < bound` with `lhs` affine in block loop
+/// `v` alone, with coefficient 1: the loop runs `limit = bound - rest` times.
+fn upper_bound(p: &Expr, vars: &[Var]) -> Option<(usize, Expr)> {
+    let ExprKind::Cmp(CmpOp::Lt, lhs, bound) = p.kind() else {
+        return None;
+    };
+    let form = affine(lhs, vars)?;
+    let used: Vec<usize> = (0..vars.len()).filter(|&v| form.coefs[v] != 0).collect();
+    match used.as_slice() {
+        [v] if form.coefs[*v] == 1 && affine(bound, vars)?.coefs == [0; TENSORIZE_BLOCK] => {
+            Some((*v, bound.clone() - form.residual))
+        }
         _ => None,
     }
 }
@@ -183,10 +199,16 @@ impl Lowering<'_> {
         };
         let (inside, outside): (Vec<Expr>, Vec<Expr>) =
             predicates.into_iter().partition(|p| uses_block(p));
-        if let Some(p) = inside.first() {
-            return Err(err(format!(
-                "a loop of the block has a bound guard ({p}): choose split factors that divide the extents"
-            )));
+        // A guard `v + rest < bound` on one block loop shortens the call to
+        // `bound - rest` along it (the kernel's edge tiles).
+        let mut counts: Vec<Expr> = vars.iter().map(|v| Expr::i64(v.extent())).collect();
+        for p in &inside {
+            let (v, limit) = upper_bound(p, &vars).ok_or_else(|| {
+                err(format!(
+                    "a loop of the block has a guard ({p}) that is not an upper bound on one of its loops"
+                ))
+            })?;
+            counts[v] = min(counts[v].clone(), max(limit, Expr::i64(0)));
         }
         let ExprKind::Binary(BinOp::Mul, x, y) = value.kind() else {
             return Err(err(format!(
@@ -271,6 +293,11 @@ impl Lowering<'_> {
             m,
             n,
             kc,
+            counts: [
+                counts[roles.m].clone(),
+                counts[roles.n].clone(),
+                counts[roles.k].clone(),
+            ],
             a: operand(ab, af, roles.m, Some(roles.k)),
             b: operand(bb, bf, roles.k, None),
             c: operand(buffer, c, roles.m, None),
