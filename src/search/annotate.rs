@@ -9,7 +9,7 @@ use rand::{Rng, RngExt};
 use crate::schedule::{Annotation, State, Step};
 use crate::te::{ComputeDag, IterKind};
 
-use super::factor::{sample_block, sample_factors, sample_register_tile};
+use super::factor::{sample_block, sample_factors, sample_kernel_depth, sample_register_tile};
 use super::sketch::{Sketch, SketchStep, TileRole};
 
 /// `auto_unroll_max_step` values annotation chooses from (Ansor's CPU set).
@@ -62,7 +62,11 @@ pub fn random_decisions<R: Rng>(sketch: &Sketch, rng: &mut R) -> Decisions {
         sketch
             .tiles()
             .into_iter()
-            .map(|(extent, parts)| sample_factors(extent, parts, rng))
+            .zip(sketch.tile_roles())
+            .map(|((extent, parts), role)| match role {
+                TileRole::KernelDepth => vec![sample_kernel_depth(extent, rng)],
+                _ => sample_factors(extent, parts, rng),
+            })
             .collect()
     };
     resample_follow_factors(sketch, &mut tiles, rng, true);
@@ -149,6 +153,7 @@ fn register_tiles<R: Rng>(sketch: &Sketch, rng: &mut R) -> Vec<Vec<i64>> {
                 tiles[i] = sample_register_tile(*extent, *parts, |d| d <= MAX_REGISTER_REDUCE, rng)
             }
             TileRole::Plain | TileRole::Free => tiles[i] = sample_factors(*extent, *parts, rng),
+            TileRole::KernelDepth => tiles[i] = vec![sample_kernel_depth(*extent, rng)],
         }
     }
     tiles

@@ -90,6 +90,32 @@ pub fn sample_register_tile<R: Rng>(
     factors
 }
 
+/// The depth of a micro-kernel call (its kc): a divisor of `extent`
+/// between [`MIN_KERNEL_DEPTH`] and [`MAX_KERNEL_DEPTH`] when there is one
+/// (each call then amortises loading and storing its accumulator tile, and
+/// its panels stay in cache), else the largest divisor below the range.
+pub fn sample_kernel_depth<R: Rng>(extent: i64, rng: &mut R) -> i64 {
+    let all = divisors(extent.max(1));
+    let in_range: Vec<i64> = all
+        .iter()
+        .copied()
+        .filter(|&d| (MIN_KERNEL_DEPTH..=MAX_KERNEL_DEPTH).contains(&d))
+        .collect();
+    if in_range.is_empty() {
+        all.into_iter()
+            .filter(|&d| d <= MAX_KERNEL_DEPTH)
+            .max()
+            .unwrap_or(1)
+    } else {
+        in_range[rng.random_range(0..in_range.len())]
+    }
+}
+
+/// The shortest micro-kernel call depth sampled when the extent allows.
+pub const MIN_KERNEL_DEPTH: i64 = 32;
+/// The longest micro-kernel call depth sampled.
+pub const MAX_KERNEL_DEPTH: i64 = 512;
+
 /// One factor of `extent` for a cache block, which is best one tile or
 /// every tile: 1 or the whole extent with probability `extreme` each,
 /// otherwise a divisor at random.
@@ -141,6 +167,23 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
+
+    #[test]
+    fn kernel_depths_divide_and_stay_in_range() {
+        let mut rng = StdRng::seed_from_u64(3);
+        for extent in [1024, 768, 100, 7, 1] {
+            for _ in 0..50 {
+                let d = sample_kernel_depth(extent, &mut rng);
+                assert_eq!(extent % d, 0, "{d} divides {extent}");
+                assert!(d <= MAX_KERNEL_DEPTH);
+                let any_in_range = divisors(extent)
+                    .iter()
+                    .any(|&x| (MIN_KERNEL_DEPTH..=MAX_KERNEL_DEPTH).contains(&x));
+                assert!(!any_in_range || d >= MIN_KERNEL_DEPTH, "{d} of {extent}");
+            }
+        }
+        assert_eq!(sample_kernel_depth(7, &mut rng), 7);
+    }
 
     #[test]
     fn factors_fit_the_extent() {

@@ -89,6 +89,9 @@ pub enum TileRole {
     Plain,
     /// A free factor taken by a [`SketchStep::Follow`].
     Free,
+    /// The depth (kc) of a tensorized block: a divisor of the extent in the
+    /// range a micro-kernel call amortises well.
+    KernelDepth,
 }
 
 /// How annotation may treat a stage's loops once the sketch is applied.

@@ -164,7 +164,7 @@ pub(super) fn tensorize_variants(
                 iter: k.clone(),
                 extent: g.k.extent(),
                 parts: 1,
-                role: TileRole::Reduce,
+                role: TileRole::KernelDepth,
             });
             // The local stage: every other loop outside the block k.1 m n.
             let mut local_order: Vec<String> = op
