@@ -15,7 +15,7 @@ use crate::te::{ComputeDag, DagError};
 pub type BuildFn = fn(&ShapeParams) -> Result<ComputeDag, OpError>;
 
 /// Where an operator is defined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Origin {
     /// Part of tessera.
     BuiltIn,

@@ -11,6 +11,52 @@ use crate::te::{DType, IterKind, ReduceOp};
 pub const TENSORIZE_BLOCK: usize = 3;
 
 impl State {
+    /// Where the tensorized block of `stage`, starting at loop `iter`,
+    /// begins among its loops, or what makes it not one: the block must be
+    /// the stage's three innermost loops, two spatial and one reduction,
+    /// unannotated, with no stage computed inside it. Checked when the step
+    /// is applied and again when lowering (later steps may change loops).
+    pub fn tensorize_block(&self, stage: usize, iter: IterId) -> Result<usize, String> {
+        let s = &self.stages[stage];
+        let position = s.leaves.iter().position(|&l| l == iter);
+        let Some(start) = position.filter(|&p| p + TENSORIZE_BLOCK == s.leaves.len()) else {
+            return Err(format!(
+                "the block must be the stage's {TENSORIZE_BLOCK} innermost loops (now {}); reorder first",
+                s.leaf_names()
+            ));
+        };
+        let block = &s.leaves[start..];
+        let reductions = block
+            .iter()
+            .filter(|&&l| s.iters[l].kind == IterKind::Reduce)
+            .count();
+        if reductions != 1 {
+            return Err(format!(
+                "the block needs exactly one reduction loop and two spatial loops, it has {reductions} reduction loop(s)"
+            ));
+        }
+        if let Some(&l) = block
+            .iter()
+            .find(|&&l| s.iters[l].annotation != Annotation::None)
+        {
+            return Err(format!(
+                "loop '{}' is annotated {}; the micro-kernel runs the whole block",
+                s.iters[l].name,
+                s.iters[l].annotation.name()
+            ));
+        }
+        let attached = self.attached_to(stage).into_iter().find(|&a| {
+            matches!(self.stages[a].compute_at, ComputeAt::At { iter: at, .. } if block.contains(&at))
+        });
+        if let Some(a) = attached {
+            return Err(format!(
+                "stage '{}' is computed inside the block",
+                self.stages[a].name
+            ));
+        }
+        Ok(start)
+    }
+
     pub(crate) fn tensorize(
         &mut self,
         stage: usize,
@@ -40,42 +86,7 @@ impl State {
         if s.compute_at == ComputeAt::Inline {
             return Err(error("the stage is inlined".into()));
         }
-        let position = s.leaves.iter().position(|&l| l == iter);
-        let Some(position) = position.filter(|&p| p + TENSORIZE_BLOCK == s.leaves.len()) else {
-            return Err(error(format!(
-                "the block must be the stage's {TENSORIZE_BLOCK} innermost loops (now {}); reorder first",
-                s.leaf_names()
-            )));
-        };
-        let block = &s.leaves[position..];
-        let reductions = block
-            .iter()
-            .filter(|&&l| s.iters[l].kind == IterKind::Reduce)
-            .count();
-        if reductions != 1 {
-            return Err(error(format!(
-                "the block needs exactly one reduction loop and two spatial loops, it has {reductions} reduction loop(s)"
-            )));
-        }
-        if let Some(&l) = block
-            .iter()
-            .find(|&&l| s.iters[l].annotation != Annotation::None)
-        {
-            return Err(error(format!(
-                "loop '{}' is annotated {}; the micro-kernel runs the whole block",
-                s.iters[l].name,
-                s.iters[l].annotation.name()
-            )));
-        }
-        let attached = self.attached_to(stage).into_iter().find(|&a| {
-            matches!(self.stages[a].compute_at, ComputeAt::At { iter: at, .. } if block.contains(&at))
-        });
-        if let Some(a) = attached {
-            return Err(error(format!(
-                "stage '{}' is computed inside the block",
-                self.stages[a].name
-            )));
-        }
+        self.tensorize_block(stage, iter).map_err(error)?;
         if intrinsic.is_empty() {
             return Err(error("no micro-kernel named".into()));
         }

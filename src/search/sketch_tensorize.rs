@@ -48,7 +48,7 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
     };
     let (x, y) = (read(x)?, read(y)?);
     let n = op.axes.iter().rev().find(|a| a.extent() > 1)?.clone();
-    let ((a_t, a_idx), (b_t, b_idx)) = match (uses(&x.1, &n), uses(&y.1, &n)) {
+    let ((_, a_idx), (b_t, b_idx)) = match (uses(&x.1, &n), uses(&y.1, &n)) {
         (false, true) => (x, y),
         (true, false) => (y, x),
         _ => return None,
@@ -70,7 +70,6 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
         .rev()
         .find(|r| r.extent() > 1 && uses(&a_idx, r) && uses(&b_idx, r))?
         .clone();
-    let _ = a_t;
     Some(GemmShape {
         m,
         n,
@@ -120,6 +119,13 @@ pub(super) fn tensorize_variants(
         g.n.name().to_string(),
         g.k.name().to_string(),
     );
+    // The spatial axes outside the tile, outermost in both stages.
+    let others: Vec<String> = op
+        .axes
+        .iter()
+        .filter(|a| a.id() != g.m.id() && a.id() != g.n.id())
+        .map(|a| a.name().to_string())
+        .collect();
     let mut variants = Vec::new();
     for (kernel, m_t, n_t) in fitting_kernels(g.m.extent(), g.n.extent()) {
         for pack in [false, true] {
@@ -138,12 +144,7 @@ pub(super) fn tensorize_variants(
                     factors: vec![n_t],
                 }),
             ];
-            let mut order: Vec<String> = op
-                .axes
-                .iter()
-                .filter(|a| a.id() != g.m.id() && a.id() != g.n.id())
-                .map(|a| a.name().to_string())
-                .collect();
+            let mut order = others.clone();
             order.extend([
                 format!("{n}.0"),
                 format!("{m}.0"),
@@ -167,12 +168,7 @@ pub(super) fn tensorize_variants(
                 role: TileRole::KernelDepth,
             });
             // The local stage: every other loop outside the block k.1 m n.
-            let mut local_order: Vec<String> = op
-                .axes
-                .iter()
-                .filter(|a| a.id() != g.m.id() && a.id() != g.n.id())
-                .map(|a| a.name().to_string())
-                .collect();
+            let mut local_order = others.clone();
             if let Some(r) = op.reduction() {
                 local_order.extend(
                     r.axes

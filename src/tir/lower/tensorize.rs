@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::runtime::ukernels;
-use crate::schedule::{Annotation, ComputeAt, IterId, TENSORIZE_BLOCK, Tensorized};
+use crate::schedule::{IterId, TENSORIZE_BLOCK, Tensorized};
 use crate::te::{BinOp, CmpOp, DType, Expr, ExprKind, IterKind, Var, max, min};
 
 use super::super::ir::{BufferId, GemmCall, GemmOperand, Stmt};
@@ -109,57 +109,15 @@ impl Lowering<'_> {
     }
 
     /// Where the tensorized block of stage `index` starts among its loops,
-    /// after checking that it still is the stage's three innermost loops
-    /// (later steps may have changed them).
+    /// checked again (later steps may have changed them).
     pub(super) fn tensorized_block(
         &self,
         index: usize,
         t: &Tensorized,
     ) -> Result<usize, LowerError> {
-        let stage = &self.state.stages()[index];
-        let err = |reason: String| self.tensorize_error(index, reason);
-        let start = stage
-            .leaves
-            .iter()
-            .position(|&l| l == t.iter)
-            .filter(|&p| p + TENSORIZE_BLOCK == stage.leaves.len())
-            .ok_or_else(|| {
-                err(format!(
-                    "'{}' is no longer the outer loop of the {TENSORIZE_BLOCK} innermost loops ({})",
-                    stage.iters[t.iter].name,
-                    stage.leaf_names()
-                ))
-            })?;
-        let block = &stage.leaves[start..];
-        let reductions = block
-            .iter()
-            .filter(|&&l| stage.iters[l].kind == IterKind::Reduce)
-            .count();
-        if reductions != 1 {
-            return Err(err(format!(
-                "the block has {reductions} reduction loops; it needs one reduction and two spatial loops"
-            )));
-        }
-        if let Some(&l) = block
-            .iter()
-            .find(|&&l| stage.iters[l].annotation != Annotation::None)
-        {
-            return Err(err(format!(
-                "loop '{}' of the block is annotated {}",
-                stage.iters[l].name,
-                stage.iters[l].annotation.name()
-            )));
-        }
-        let attached = self.state.attached_to(index).into_iter().find(|&a| {
-            matches!(self.state.stages()[a].compute_at, ComputeAt::At { iter, .. } if block.contains(&iter))
-        });
-        if let Some(a) = attached {
-            return Err(err(format!(
-                "stage '{}' is computed inside the block",
-                self.state.stages()[a].name
-            )));
-        }
-        Ok(start)
+        self.state
+            .tensorize_block(index, t.iter)
+            .map_err(|reason| self.tensorize_error(index, reason))
     }
 
     /// The micro-kernel call replacing the block `block` of stage `index`,
