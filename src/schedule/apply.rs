@@ -108,7 +108,11 @@ impl State {
                 let s = self.resolve_stage(stage)?;
                 self.cache_write(s)
             }
-            Step::CacheRead { stage, readers } => {
+            Step::CacheRead {
+                stage,
+                readers,
+                layout,
+            } => {
                 let s = self.resolve_stage(stage)?;
                 if self.stages[s].compute_at == ComputeAt::Inline {
                     return Err(StepErrorKind::NoLoops {
@@ -120,7 +124,7 @@ impl State {
                     .iter()
                     .map(|r| self.resolve_stage(r))
                     .collect::<Result<_, _>>()?;
-                self.cache_read(s, &readers)
+                self.cache_read(s, &readers, layout.as_deref())
             }
             Step::Rfactor { stage, iter } => {
                 let s = self.resolve_loop_stage(stage)?;

@@ -82,11 +82,24 @@ impl State {
         &mut self,
         stage: usize,
         readers: &[usize],
+        layout: Option<&[usize]>,
     ) -> Result<(), StepErrorKind> {
         if readers.is_empty() {
             return Err(StepErrorKind::NoReaders);
         }
         let source = self.stages[stage].tensor.clone();
+        let rank = source.shape().len();
+        let identity: Vec<usize> = (0..rank).collect();
+        let layout = layout.unwrap_or(&identity);
+        let mut sorted = layout.to_vec();
+        sorted.sort_unstable();
+        if sorted != identity {
+            return Err(StepErrorKind::BadLayout {
+                stage: self.stages[stage].name.clone(),
+                layout: layout.to_vec(),
+                rank,
+            });
+        }
         for &r in readers {
             if r == stage || !self.stages[r].reads(&source) {
                 return Err(StepErrorKind::NotAReader {
@@ -96,14 +109,27 @@ impl State {
             }
         }
         let name = self.unique_stage_name(&format!("{}.local", self.stages[stage].name));
-        let rule = copy_rule(&source, &axes_for(source.shape()));
-        let copy_tensor = Tensor::from_compute(&name, source.shape(), rule.clone());
+        // copy[i_0, …] = source[j] with j[layout[d]] = i_d.
+        let shape: Vec<i64> = layout.iter().map(|&d| source.shape()[d]).collect();
+        let axes = axes_for(&shape);
+        let mut source_index = vec![Expr::i64(0); rank];
+        for (axis, &d) in axes.iter().zip(layout) {
+            source_index[d] = axis.expr();
+        }
+        let rule = ComputeOp {
+            body: source.at(source_index),
+            axes,
+        };
+        let copy_tensor = Tensor::from_compute(&name, &shape, rule.clone());
         for &r in readers {
             if let Some(c) = &mut self.stages[r].compute {
                 c.body = c.body.rewrite(&mut |e| match e.kind() {
                     ExprKind::Read(t, idx) if *t == source => Some(Expr::new(
                         e.dtype(),
-                        ExprKind::Read(copy_tensor.clone(), idx.clone()),
+                        ExprKind::Read(
+                            copy_tensor.clone(),
+                            layout.iter().map(|&d| idx[d].clone()).collect(),
+                        ),
                     )),
                     _ => None,
                 });

@@ -181,6 +181,18 @@ pub enum StepErrorKind {
         /// The stage.
         stage: String,
     },
+    /// cache_read with a layout that is not a permutation of the dimensions.
+    #[error(
+        "layout {layout:?} is not a permutation of the {rank} dimensions of '{stage}' (give each of 0..{rank} once)"
+    )]
+    BadLayout {
+        /// The stage.
+        stage: String,
+        /// The layout given.
+        layout: Vec<usize>,
+        /// The stage's number of dimensions.
+        rank: usize,
+    },
     /// cache_read without readers.
     #[error("cache_read needs at least one reader")]
     NoReaders,

@@ -122,9 +122,17 @@ pub fn propose<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
             let producer = *pick(&(0..stages.len()).collect::<Vec<_>>(), rng)?;
             let readers = state.direct_consumers(producer);
             let reader = *pick(&readers, rng)?;
+            // Half the copies transpose: a random permutation of the dimensions.
+            let rank = stages[producer].tensor.shape().len();
+            let layout = (rank > 1 && rng.random_bool(0.5)).then(|| {
+                let mut dims: Vec<usize> = (0..rank).collect();
+                dims.shuffle(rng);
+                dims
+            });
             Step::CacheRead {
                 stage: stages[producer].name.clone(),
                 readers: vec![stages[reader].name.clone()],
+                layout,
             }
         }
         92..96 => {

@@ -109,12 +109,17 @@ pub enum Step {
         stage: String,
     },
     /// Adds a local stage `<stage>.local` copying `stage`, and makes `readers`
-    /// read the copy.
+    /// read the copy. With `layout`, the copy's dimensions are the stage's
+    /// permuted (`copy` dimension `d` is `stage` dimension `layout[d]`): a
+    /// transposing pack, e.g. `[1, 0]` stores a weight `W[n, k]` as `W[k, n]`.
     CacheRead {
         /// The stage (may be an input).
         stage: String,
         /// The stages that read the copy instead.
         readers: Vec<String>,
+        /// A permutation of the stage's dimensions (absent: the same order).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        layout: Option<Vec<usize>>,
     },
     /// Factors a reduction: the reduction loop `iter` (a reduction axis or a
     /// split part of one) becomes the first spatial axis of a new stage
@@ -193,8 +198,16 @@ impl fmt::Display for Step {
             Step::ComputeInline { stage } => write!(f, "compute_inline {stage}"),
             Step::ComputeRoot { stage } => write!(f, "compute_root {stage}"),
             Step::CacheWrite { stage } => write!(f, "cache_write {stage}"),
-            Step::CacheRead { stage, readers } => {
-                write!(f, "cache_read {stage} for [{}]", readers.join(", "))
+            Step::CacheRead {
+                stage,
+                readers,
+                layout,
+            } => {
+                write!(f, "cache_read {stage} for [{}]", readers.join(", "))?;
+                match layout {
+                    Some(layout) => write!(f, " in layout {layout:?}"),
+                    None => Ok(()),
+                }
             }
             Step::Rfactor { stage, iter } => write!(f, "rfactor {stage}.{iter}"),
             Step::Tensorize {

@@ -32,7 +32,7 @@
 use crate::schedule::Step;
 use crate::te::{ComputeDag, ComputeOp, ExprKind, Tensor};
 
-use super::sketch_tensorize::tensorize_variants;
+use super::sketch_tensorize::{Host, tensorize_variants};
 
 /// One step of a sketch: fixed, or a split whose factors annotation chooses.
 #[derive(Clone, Debug, PartialEq)]
@@ -530,6 +530,16 @@ pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
                         site(&s.name, false, true, true),
                     ],
                 ));
+                let consumer_axes = stages
+                    .iter()
+                    .find(|c| c.name == consumer)
+                    .map(|c| c.op.axes.iter().map(|a| a.name().to_string()).collect())
+                    .unwrap_or_default();
+                let host = Host::Consumer {
+                    name: &consumer,
+                    axes: consumer_axes,
+                };
+                variants.extend(tensorize_variants(&s.name, &s.op, &host, &site));
             } else {
                 let local = format!("{}.local", s.name);
                 let cache_write = |first: &[String]| {
@@ -554,6 +564,7 @@ pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
                     packing.push(SketchStep::Fixed(Step::CacheRead {
                         stage: input.clone(),
                         readers: vec![local.clone()],
+                        layout: None,
                     }));
                     packing.push(SketchStep::Fixed(Step::ComputeAt {
                         stage: packed.clone(),
@@ -569,7 +580,7 @@ pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
                     ));
                 }
                 variants.push((format!("{}:tile+cache_write", s.name), steps, sites));
-                variants.extend(tensorize_variants(&s.name, &s.op, &site));
+                variants.extend(tensorize_variants(&s.name, &s.op, &Host::CacheWrite, &site));
                 let mut steps = Vec::new();
                 tile_ssrsrs(&s.name, &spatial, &reduce, &mut steps);
                 variants.push((
@@ -643,6 +654,28 @@ fn combine(per_stage: Vec<Vec<Variant>>) -> Vec<Sketch> {
         steps: Vec::new(),
         sites: Vec::new(),
     }];
+    // Stages that may be inlined or not: a variant that computes one at the
+    // root (a tensorized reader) is only combined with the other choice.
+    let optional_inlines: Vec<String> = per_stage
+        .iter()
+        .filter(|variants| variants.len() > 1)
+        .flat_map(|variants| variants.iter().flat_map(|(_, steps, _)| steps))
+        .filter_map(|step| match step {
+            SketchStep::Fixed(Step::ComputeInline { stage }) => Some(stage.clone()),
+            _ => None,
+        })
+        .collect();
+    let conflicts = |sketch: &Sketch, steps: &[SketchStep]| {
+        steps.iter().any(|step| {
+            let SketchStep::Fixed(Step::ComputeRoot { stage }) = step else {
+                return false;
+            };
+            optional_inlines.contains(stage)
+                && sketch.steps.iter().any(|s| {
+                    matches!(s, SketchStep::Fixed(Step::ComputeInline { stage: x }) if x == stage)
+                })
+        })
+    };
     // Inlining first, so that later steps see the final stage structure.
     let (inlines, others): (Vec<_>, Vec<_>) = per_stage
         .into_iter()
@@ -654,6 +687,9 @@ fn combine(per_stage: Vec<Vec<Variant>>) -> Vec<Sketch> {
             for (name, steps, sites) in &variants {
                 if next.len() == MAX_SKETCHES {
                     break;
+                }
+                if conflicts(sketch, steps) {
+                    continue;
                 }
                 let mut s = sketch.clone();
                 if !s.name.is_empty() {
@@ -777,8 +813,29 @@ mod tests {
             assert!(steps.iter().any(|s| matches!(s,
                 Step::Tensorize { stage, iter, .. } if stage == "C.local" && iter == "k.1")));
         }
-        // B stored transposed is not contiguous along n: no tensorized sketch.
+        // B stored transposed is not contiguous along n: always packed, transposed.
         let nt = build("matmul_nt", "M=64,N=64,K=64");
-        assert!(nt.iter().all(|s| !s.name.contains("tensorize")));
+        let nt: Vec<&Sketch> = nt.iter().filter(|s| s.name.contains("tensorize")).collect();
+        assert!(!nt.is_empty());
+        for sketch in nt {
+            assert!(
+                sketch.name.ends_with("+pack_transposed(B)"),
+                "{}",
+                sketch.name
+            );
+            assert!(fixed(sketch).iter().any(|s| matches!(s,
+                Step::CacheRead { stage, layout: Some(l), .. } if stage == "B" && l == &[1, 0])));
+        }
+        // A strided convolution reads no panel along n; a padded one is
+        // only tensorized with its padding computed at the root.
+        let strided = build("conv2d", "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=2,pad=1");
+        assert!(strided.iter().all(|s| !s.name.contains("tensorize")));
+        let padded = build("conv2d", "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=1,pad=1");
+        let padded: Vec<&Sketch> = padded
+            .iter()
+            .filter(|s| s.name.contains("tensorize"))
+            .collect();
+        assert!(!padded.is_empty());
+        assert!(padded.iter().all(|s| s.name.starts_with("pad:simple ")));
     }
 }

@@ -1,10 +1,15 @@
 //! The tensorize rule: a GEMM-shaped reduction (`C[…, m, n] += A[…m…k…] ·
-//! B[…k…n…]`, both operands inputs) gets sketches whose register tile is a
-//! micro-kernel call — the accumulator tile in a cache-write stage computed
-//! per (n block, m block) of the output, the block of its innermost loops
-//! `k.1 m n` tensorized, and optionally the B operand packed into a panel
-//! per n block. Which kernel (and so the tile shape) and whether to pack
-//! are the sketch's choice; the k blocking is sampled.
+//! B[…k…n…]`) gets sketches whose register tile is a micro-kernel call —
+//! the accumulator tile computed per (n block, m block) of the output (in a
+//! cache-write stage, or per tile of a fused elementwise consumer), the
+//! block of its innermost loops `k.1 m n` tensorized, and the B operand
+//! packed into a panel per n block: optionally when B is contiguous along
+//! n, always (transposed) when it is not, as for `dense`'s `W[n, k]`.
+//! Operands computed by other stages (padding) are computed at the root.
+//! Which kernel (and so the tile shape) and whether to pack are the
+//! sketch's choice; the k blocking is sampled. Convolutions are implicit
+//! GEMMs here: n runs along the output row, k along the input channels,
+//! and the kernel window's loops stay outside the block.
 
 use crate::runtime::ukernels::{self, MicroKernel};
 use crate::schedule::Step;
@@ -19,12 +24,18 @@ pub const KERNELS_PER_STAGE: usize = 2;
 struct GemmShape {
     /// Spatial axis of the output rows (A varies along it, B does not).
     m: Var,
-    /// Spatial axis along which the output and B are contiguous (innermost).
+    /// Spatial axis along which the output is contiguous (innermost).
     n: Var,
     /// The reduction axis of the kernel's inner product.
     k: Var,
     /// The operand read along n.
     b_operand: String,
+    /// When B is not contiguous along n: the permutation of its dimensions
+    /// that makes it so (n's dimension last), applied by a packing copy.
+    b_layout: Option<Vec<usize>>,
+    /// Operands computed by other stages, which must be buffers (at the
+    /// root), not inlined, for the kernel to read them.
+    materialize: Vec<String>,
 }
 
 fn uses(idx: &[crate::te::Expr], axis: &Var) -> bool {
@@ -32,8 +43,29 @@ fn uses(idx: &[crate::te::Expr], axis: &Var) -> bool {
         .any(|i| i.any(&mut |e| matches!(e.kind(), ExprKind::Var(v) if v.id() == axis.id())))
 }
 
-/// The GEMM roles of `op`, when it is an f32 sum of a product of two input
-/// reads with an m, an n and a k axis.
+/// The coefficient of `axis` in `e` when `e` is linear in it.
+fn coefficient(e: &crate::te::Expr, axis: &Var) -> Option<i64> {
+    if !uses(std::slice::from_ref(e), axis) {
+        return Some(0);
+    }
+    match e.kind() {
+        ExprKind::Var(_) => Some(1),
+        ExprKind::Neg(a) => Some(-coefficient(a, axis)?),
+        ExprKind::Binary(BinOp::Add, a, b) => Some(coefficient(a, axis)? + coefficient(b, axis)?),
+        ExprKind::Binary(BinOp::Sub, a, b) => Some(coefficient(a, axis)? - coefficient(b, axis)?),
+        ExprKind::Binary(BinOp::Mul, a, b) => match (a.as_int(), b.as_int()) {
+            (Some(c), _) => Some(c * coefficient(b, axis)?),
+            (_, Some(c)) => Some(c * coefficient(a, axis)?),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The GEMM roles of `op`, when it is an f32 sum of a product of two tensor
+/// reads with an m, an n and a k axis: n the innermost output axis, read
+/// by B in one dimension only; m an output axis A reads and B does not; k
+/// the longest reduction axis both read.
 fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
     let reduction = op.reduction()?;
     if reduction.op != crate::te::ReduceOp::Sum || reduction.source.dtype() != DType::F32 {
@@ -43,21 +75,34 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
         return None;
     };
     let read = |e: &crate::te::Expr| match e.kind() {
-        ExprKind::Read(t, idx) if t.compute_op().is_none() => Some((t.clone(), idx.clone())),
+        ExprKind::Read(t, idx) => Some((t.clone(), idx.clone())),
         _ => None,
     };
     let (x, y) = (read(x)?, read(y)?);
+    if x.0 == y.0 {
+        return None;
+    }
     let n = op.axes.iter().rev().find(|a| a.extent() > 1)?.clone();
-    let ((_, a_idx), (b_t, b_idx)) = match (uses(&x.1, &n), uses(&y.1, &n)) {
+    let ((a_t, a_idx), (b_t, b_idx)) = match (uses(&x.1, &n), uses(&y.1, &n)) {
         (false, true) => (x, y),
         (true, false) => (y, x),
         _ => return None,
     };
-    // B is contiguous along n only if n indexes its last dimension alone.
-    let (last, outer) = b_idx.split_last()?;
-    if !uses(std::slice::from_ref(last), &n) || uses(outer, &n) {
+    let n_dims: Vec<usize> = (0..b_idx.len())
+        .filter(|&d| uses(std::slice::from_ref(&b_idx[d]), &n))
+        .collect();
+    let [n_dim] = n_dims.as_slice() else {
+        return None;
+    };
+    // A strided read (a convolution with stride 2) is no panel of B.
+    if coefficient(&b_idx[*n_dim], &n) != Some(1) {
         return None;
     }
+    let b_layout = (*n_dim + 1 != b_idx.len()).then(|| {
+        let mut layout: Vec<usize> = (0..b_idx.len()).filter(|d| d != n_dim).collect();
+        layout.push(*n_dim);
+        layout
+    });
     let m = op
         .axes
         .iter()
@@ -67,14 +112,21 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
     let k = reduction
         .axes
         .iter()
-        .rev()
-        .find(|r| r.extent() > 1 && uses(&a_idx, r) && uses(&b_idx, r))?
+        .filter(|r| r.extent() > 1 && uses(&a_idx, r) && uses(&b_idx, r))
+        .max_by_key(|r| r.extent())?
         .clone();
+    let materialize = [&a_t, &b_t]
+        .into_iter()
+        .filter(|t| t.compute_op().is_some())
+        .map(|t| t.name().to_string())
+        .collect();
     Some(GemmShape {
         m,
         n,
         k,
         b_operand: b_t.name().to_string(),
+        b_layout,
+        materialize,
     })
 }
 
@@ -103,72 +155,108 @@ fn fitting_kernels(m: i64, n: i64) -> Vec<(&'static MicroKernel, i64, i64)> {
 /// A variant: (rule name, steps, annotation sites).
 pub(super) type Variant = (String, Vec<SketchStep>, Vec<AnnotationSite>);
 
+/// Where the tensorized stage's tiles are computed.
+pub(super) enum Host<'a> {
+    /// In a cache-write stage `<stage>.local`, computed per tile of the stage.
+    CacheWrite,
+    /// Directly, per tile of its elementwise consumer `name`, whose axes
+    /// `axes` correspond one to one to the stage's (bias + ReLU after dense).
+    Consumer {
+        /// The consumer.
+        name: &'a str,
+        /// The consumer's axis names, in the stage's axis order.
+        axes: Vec<String>,
+    },
+}
+
 /// The tensorized sketches of stage `stage` computing `op` (none when it is
 /// not GEMM-shaped or no kernel runs here).
 pub(super) fn tensorize_variants(
     stage: &str,
     op: &ComputeOp,
+    host: &Host,
     site: &dyn Fn(&str, bool, bool, bool) -> AnnotationSite,
 ) -> Vec<Variant> {
     let Some(g) = gemm_shape(op) else {
         return Vec::new();
     };
-    let local = format!("{stage}.local");
+    let stage_axes: Vec<String> = op.axes.iter().map(|a| a.name().to_string()).collect();
+    // The stage whose block is tensorized, the stage whose tiles host it,
+    // and the host's names of the stage's axes.
+    let (computed, host_stage, host_axes) = match host {
+        Host::CacheWrite => (format!("{stage}.local"), stage.to_string(), stage_axes),
+        Host::Consumer { name, axes } => (stage.to_string(), name.to_string(), axes.clone()),
+    };
+    let position = |axis: &Var| op.axes.iter().position(|a| a.id() == axis.id());
+    let host_name = |axis: &Var| position(axis).and_then(|p| host_axes.get(p)).cloned();
+    let (Some(hm), Some(hn)) = (host_name(&g.m), host_name(&g.n)) else {
+        return Vec::new();
+    };
     let (m, n, k) = (
         g.m.name().to_string(),
         g.n.name().to_string(),
         g.k.name().to_string(),
     );
     // The spatial axes outside the tile, outermost in both stages.
-    let others: Vec<String> = op
-        .axes
-        .iter()
-        .filter(|a| a.id() != g.m.id() && a.id() != g.n.id())
-        .map(|a| a.name().to_string())
-        .collect();
+    let outside = |names: &[String]| -> Vec<String> {
+        op.axes
+            .iter()
+            .zip(names)
+            .filter(|(a, _)| a.id() != g.m.id() && a.id() != g.n.id())
+            .map(|(_, name)| name.clone())
+            .collect()
+    };
+    let stage_names: Vec<String> = op.axes.iter().map(|a| a.name().to_string()).collect();
+    let packs: &[bool] = if g.b_layout.is_some() {
+        &[true]
+    } else {
+        &[false, true]
+    };
     let mut variants = Vec::new();
     for (kernel, m_t, n_t) in fitting_kernels(g.m.extent(), g.n.extent()) {
-        for pack in [false, true] {
-            let mut steps = vec![
-                SketchStep::Fixed(Step::CacheWrite {
+        for &pack in packs {
+            let mut steps: Vec<SketchStep> = g
+                .materialize
+                .iter()
+                .map(|t| SketchStep::Fixed(Step::ComputeRoot { stage: t.clone() }))
+                .collect();
+            if matches!(host, Host::CacheWrite) {
+                steps.push(SketchStep::Fixed(Step::CacheWrite {
                     stage: stage.into(),
-                }),
-                SketchStep::Fixed(Step::Split {
-                    stage: stage.into(),
-                    iter: m.clone(),
-                    factors: vec![m_t],
-                }),
-                SketchStep::Fixed(Step::Split {
-                    stage: stage.into(),
-                    iter: n.clone(),
-                    factors: vec![n_t],
-                }),
-            ];
-            let mut order = others.clone();
+                }));
+            }
+            for (axis, tile) in [(&hm, m_t), (&hn, n_t)] {
+                steps.push(SketchStep::Fixed(Step::Split {
+                    stage: host_stage.clone(),
+                    iter: axis.clone(),
+                    factors: vec![tile],
+                }));
+            }
+            let mut order = outside(&host_axes);
             order.extend([
-                format!("{n}.0"),
-                format!("{m}.0"),
-                format!("{m}.1"),
-                format!("{n}.1"),
+                format!("{hn}.0"),
+                format!("{hm}.0"),
+                format!("{hm}.1"),
+                format!("{hn}.1"),
             ]);
             steps.push(SketchStep::Fixed(Step::Reorder {
-                stage: stage.into(),
+                stage: host_stage.clone(),
                 order,
             }));
             steps.push(SketchStep::Fixed(Step::ComputeAt {
-                stage: local.clone(),
-                target: stage.into(),
-                iter: format!("{m}.0"),
+                stage: computed.clone(),
+                target: host_stage.clone(),
+                iter: format!("{hm}.0"),
             }));
             steps.push(SketchStep::Tile {
-                stage: local.clone(),
+                stage: computed.clone(),
                 iter: k.clone(),
                 extent: g.k.extent(),
                 parts: 1,
                 role: TileRole::KernelDepth,
             });
-            // The local stage: every other loop outside the block k.1 m n.
-            let mut local_order = others.clone();
+            // The computed stage: every other loop outside the block k.1 m n.
+            let mut local_order = outside(&stage_names);
             if let Some(r) = op.reduction() {
                 local_order.extend(
                     r.axes
@@ -179,29 +267,35 @@ pub(super) fn tensorize_variants(
             }
             local_order.extend([format!("{k}.0"), format!("{k}.1"), m.clone(), n.clone()]);
             steps.push(SketchStep::Fixed(Step::Reorder {
-                stage: local.clone(),
+                stage: computed.clone(),
                 order: local_order,
             }));
             steps.push(SketchStep::Fixed(Step::Tensorize {
-                stage: local.clone(),
+                stage: computed.clone(),
                 iter: format!("{k}.1"),
                 intrinsic: kernel.name.to_string(),
             }));
-            let mut sites = vec![site(stage, true, true, false)];
+            let mut sites = vec![site(&host_stage, true, true, false)];
             let mut name = format!("{stage}:tensorize({})", kernel.name);
             if pack {
                 let packed = format!("{}.local", g.b_operand);
                 steps.push(SketchStep::Fixed(Step::CacheRead {
                     stage: g.b_operand.clone(),
-                    readers: vec![local.clone()],
+                    readers: vec![computed.clone()],
+                    layout: g.b_layout.clone(),
                 }));
                 steps.push(SketchStep::Fixed(Step::ComputeAt {
                     stage: packed.clone(),
-                    target: stage.into(),
-                    iter: format!("{n}.0"),
+                    target: host_stage.clone(),
+                    iter: format!("{hn}.0"),
                 }));
                 sites.push(site(&packed, false, true, false));
-                name.push_str(&format!("+pack({})", g.b_operand));
+                let how = if g.b_layout.is_some() {
+                    "pack_transposed"
+                } else {
+                    "pack"
+                };
+                name.push_str(&format!("+{how}({})", g.b_operand));
             }
             variants.push((name, steps, sites));
         }
