@@ -5,7 +5,9 @@ mod common;
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use tessera::cost::features::{FEATURE_LEN, feature_names, func_features, program_features};
+use tessera::cost::features::{
+    FEATURE_LEN, FEATURE_VERSION, STORE_FEATURES, feature_names, func_features, program_features,
+};
 use tessera::cost::{
     CostModel, LearnedModel, ModelHeader, RandomModel, TrainingSet, eval, learner_names,
     load_model, new_learner, save_model,
@@ -113,6 +115,99 @@ fn annotations_show_up_with_their_lengths_and_positions() {
         "p.outer_parallel",
     ] {
         assert_eq!(g(name), 0.0, "{name}");
+    }
+}
+
+/// The per-store features a micro-kernel call sets (zero otherwise).
+const UKERNEL_FEATURES: [&str; 7] = [
+    "tensorized",
+    "ukernel_vector_bits",
+    "ukernel_mr",
+    "ukernel_nr",
+    "ukernel_kc",
+    "ukernel_tile_fill",
+    "ukernel_calls",
+];
+
+/// `examples/schedules/matmul_tensorized.json` on matmul `shape`, with the
+/// row block (8 in the file) replaced by `rows`.
+fn tensorized_matmul(shape: &str, rows: i64) -> State {
+    let task = Task::from_registry("matmul", shape).expect("task");
+    let text = std::fs::read_to_string("examples/schedules/matmul_tensorized.json").expect("reads");
+    let text = text.replace(
+        r#""iter":"i0","factors":[8]"#,
+        &format!(r#""iter":"i0","factors":[{rows}]"#),
+    );
+    let steps = steps_from_json(&text).expect("parses");
+    State::replay(task.dag(), &steps).expect("replays")
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn a_tensorized_store_says_so_with_its_kernel_and_block() {
+    // The kernel is in the registry whether or not this CPU may run it;
+    // features do not need to run it.
+    let kernel = tessera::runtime::ukernels::find("avx512_8x32").expect("compiled in");
+    assert_eq!((kernel.mr, kernel.nr), (8, 32));
+    // M=48, N=64, K=40: column panels i1.0 (2, parallel) × row blocks i0.0
+    // (6) around one call each of the 8×32×40 block, the whole K deep.
+    let f = features_of(&tensorized_matmul("M=48,N=64,K=40", 8));
+    assert_eq!(f("s0.tensorized"), 1.0, "the call is the dominant store");
+    assert_eq!(f("s0.ukernel_vector_bits"), log2_1p(512.0));
+    assert_eq!(f("s0.ukernel_mr"), log2_1p(8.0));
+    assert_eq!(f("s0.ukernel_nr"), log2_1p(32.0));
+    assert_eq!(f("s0.ukernel_kc"), log2_1p(40.0));
+    assert_eq!(f("s0.ukernel_tile_fill"), 1.0);
+    assert_eq!(f("s0.ukernel_calls"), log2_1p(12.0));
+    // Still described as the loop nest it replaces: 12 calls × 8·40·32
+    // multiply-adds, m and k serial and n vectorized inside the two loops.
+    assert_eq!(f("s0.float_fma"), log2_1p(12.0 * 8.0 * 40.0 * 32.0));
+    assert_eq!(f("s0.trips"), log2_1p(12.0 * 8.0 * 40.0 * 32.0));
+    assert_eq!(f("s0.loops"), 5.0);
+    assert_eq!(f("s0.vector_len"), log2_1p(32.0));
+    assert_eq!(f("s0.is_update"), 1.0);
+    assert_eq!(f("s0.writes_local"), 1.0);
+    assert_eq!(f("s0.parallel_len"), log2_1p(2.0));
+    // The runner-up (C.local's initialisation or a copy) is ordinary.
+    for name in UKERNEL_FEATURES {
+        assert_eq!(f(&format!("s1.{name}")), 0.0, "s1.{name}");
+    }
+    // A 6-row block fills 6·32 of the 8×32 tile; 8 row blocks of 6.
+    let g = features_of(&tensorized_matmul("M=48,N=64,K=40", 6));
+    assert_eq!(g("s0.tensorized"), 1.0);
+    assert_eq!(g("s0.ukernel_mr"), log2_1p(8.0));
+    assert_eq!(g("s0.ukernel_tile_fill"), 0.75);
+    assert_eq!(g("s0.ukernel_calls"), log2_1p(16.0));
+}
+
+#[test]
+fn ordinary_stores_have_no_micro_kernel_features() {
+    let task = Task::from_registry("matmul", "M=64,N=64,K=64").expect("task");
+    let text = std::fs::read_to_string("examples/schedules/matmul_tiled.json").expect("reads");
+    let steps = steps_from_json(&text).expect("parses");
+    let tiled = State::replay(task.dag(), &steps).expect("replays");
+    for state in [State::new(task.dag()), tiled] {
+        let f = features_of(&state);
+        for s in ["s0", "s1"] {
+            for name in UKERNEL_FEATURES {
+                assert_eq!(f(&format!("{s}.{name}")), 0.0, "{s}.{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn feature_names_are_unique_and_cover_the_row() {
+    assert_eq!(FEATURE_VERSION, 2);
+    let names = feature_names();
+    assert_eq!(names.len(), FEATURE_LEN);
+    let unique: std::collections::HashSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "duplicate feature names");
+    for name in UKERNEL_FEATURES {
+        assert!(
+            STORE_FEATURES.iter().any(|(n, _)| *n == name),
+            "{name} is a store feature"
+        );
     }
 }
 

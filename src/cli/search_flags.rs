@@ -60,9 +60,16 @@ impl SearchFlags {
             None if self.no_pretrained => None,
             None => default.is_file().then_some(default),
         };
+        // A stale default file (other features) only costs the warm start;
+        // a file asked for by name must load.
         if let Some(path) = pretrained {
-            let (_, learner) = cost::load_model(path)?;
-            model = model.with_pretrained(learner);
+            match cost::load_model(path) {
+                Ok((_, learner)) => model = model.with_pretrained(learner),
+                Err(e) if self.pretrained.is_none() => eprintln!(
+                    "warning: {e}; searching without a warm start (--no-pretrained silences this)"
+                ),
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(Box::new(model))
     }

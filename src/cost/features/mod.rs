@@ -7,7 +7,12 @@
 //! guards, and for up to [`MAX_ACCESSES`] buffer accesses (most cache lines
 //! first) the access type, bytes, distinct bytes, cache lines, reuse type
 //! and distance, and the stride of the innermost loop; plus allocation and
-//! arithmetic-intensity features. Counts and sizes go through
+//! arithmetic-intensity features. A store that is a micro-kernel call (a
+//! tensorized block, `Stmt::Gemm`) is described as the loop nest it
+//! replaces and is marked as such: `tensorized`, the kernel ISA's vector
+//! width, its `mr × nr` register tile, the block depth `kc`, how much of
+//! the tile the block fills, and how many calls execute (all zero for an
+//! ordinary store). Counts and sizes go through
 //! `log2(1 + x)`, so rows of small and large workloads share a scale.
 //!
 //! A program's row is [`FEATURE_LEN`] long: the features of its dominant
@@ -20,7 +25,7 @@ mod access;
 mod ops;
 mod walk;
 
-pub use walk::{StoreSummary, summarize};
+pub use walk::{StoreSummary, UkernelCall, summarize};
 
 use crate::schedule::State;
 use crate::tir::{self, ForKind, PrimFunc};
@@ -29,14 +34,15 @@ use super::error::CostError;
 use access::{AccessFeatures, AccessKind, ReuseKind};
 
 /// Version of the feature layout; model files record it and refuse others.
-pub const FEATURE_VERSION: u32 = 1;
+/// v2 added the micro-kernel features (`tensorized` … `ukernel_calls`).
+pub const FEATURE_VERSION: u32 = 2;
 
 /// Accesses described per store.
 pub const MAX_ACCESSES: usize = 5;
 
 /// Per-store features: name and meaning. "Executed" counts are per
 /// execution of the store times its trip count.
-pub const STORE_FEATURES: [(&str, &str); 32] = [
+pub const STORE_FEATURES: [(&str, &str); 39] = [
     (
         "float_add_sub",
         "executed float additions and subtractions (log)",
@@ -131,6 +137,25 @@ pub const STORE_FEATURES: [(&str, &str); 32] = [
     (
         "accesses",
         "number of distinct buffer accesses of the store",
+    ),
+    (
+        "tensorized",
+        "1 if the store is a micro-kernel call (a tensorized block); the ukernel_* features are 0 otherwise",
+    ),
+    (
+        "ukernel_vector_bits",
+        "vector register width of the kernel's ISA in bits: 512, 256, 128, 32 for the portable one (log)",
+    ),
+    ("ukernel_mr", "rows of the kernel's register tile (log)"),
+    ("ukernel_nr", "columns of the kernel's register tile (log)"),
+    ("ukernel_kc", "the block depth kc of one call (log)"),
+    (
+        "ukernel_tile_fill",
+        "m·n / (mr·nr): the fraction of the kernel's tile the block fills (0..1)",
+    ),
+    (
+        "ukernel_calls",
+        "executed calls: product of the loop extents around the call (log)",
     ),
 ];
 
@@ -303,6 +328,19 @@ pub fn store_features(s: &StoreSummary) -> Vec<f32> {
         slog(s.alloc_bytes),
         s.accesses.len() as f32,
     ]);
+    match &s.ukernel {
+        Some(k) => out.extend([
+            1.0,
+            slog(k.vector_bits),
+            slog(k.mr),
+            slog(k.nr),
+            slog(k.kc),
+            k.tile_fill() as f32,
+            slog(k.calls),
+        ]),
+        None => out.extend([0.0; 7]),
+    }
+    debug_assert_eq!(out.len(), STORE_FEATURES.len());
     for a in s.accesses.iter().take(MAX_ACCESSES) {
         access_features(a, &mut out);
     }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use crate::runtime::ukernels::{self, Isa};
 use crate::te::{Expr, ExprKind, IterKind, Var};
 use crate::tir::{ForKind, GemmCall, GemmOperand, MemScope, PrimFunc, Stmt};
 
@@ -40,6 +41,62 @@ pub struct StoreSummary {
     pub alloc_bytes: f64,
     /// The accesses, most cache lines first.
     pub(crate) accesses: Vec<AccessFeatures>,
+    /// The micro-kernel call this store stands for, if it is one.
+    pub ukernel: Option<UkernelCall>,
+}
+
+/// What a tensorized store (a [`GemmCall`]) says beyond the loop nest it
+/// is described as: the kernel and how the block fills its tile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UkernelCall {
+    /// The kernel's name, e.g. `avx512_8x32`.
+    pub kernel: String,
+    /// Width of the kernel ISA's vector registers in bits (32 for the
+    /// portable scalar kernel; 0 if the kernel is unknown).
+    pub vector_bits: f64,
+    /// The kernel's register tile: rows (0 if unknown).
+    pub mr: f64,
+    /// The kernel's register tile: columns (0 if unknown).
+    pub nr: f64,
+    /// The block: rows of C.
+    pub m: f64,
+    /// The block: columns of C.
+    pub n: f64,
+    /// The block depth.
+    pub kc: f64,
+    /// Times the call executes: the product of the loop extents around it.
+    pub calls: f64,
+}
+
+impl UkernelCall {
+    /// The fraction of the kernel's `mr × nr` tile the `m × n` block fills
+    /// (0 if the tile is unknown).
+    pub fn tile_fill(&self) -> f64 {
+        let tile = self.mr * self.nr;
+        if tile > 0.0 {
+            (self.m * self.n / tile).min(1.0)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The ISA and `(mr, nr)` tile of kernel `name`: from the registry, or,
+/// for a kernel this build does not have (another architecture's), from
+/// its `<isa>_<MR>x<NR>` name, so features do not depend on the machine
+/// that extracts them.
+fn kernel_shape(name: &str) -> Option<(Isa, usize, usize)> {
+    if let Some(k) = ukernels::find(name) {
+        return Some((k.isa, k.mr, k.nr));
+    }
+    let (isa, tile) = name.rsplit_once('_')?;
+    let (mr, nr) = tile.split_once('x')?;
+    Some((Isa::from_name(isa)?, mr.parse().ok()?, nr.parse().ok()?))
+}
+
+/// Bits of one vector register of `isa` (f32 lanes × 32).
+fn vector_bits(isa: Isa) -> usize {
+    isa.lanes() * 32
 }
 
 impl StoreSummary {
@@ -133,7 +190,20 @@ impl Walker<'_> {
     /// A micro-kernel call described as the loop nest it replaces: m and k
     /// serial, n vectorized, `C[i, j] += A[i, k] · B[k, j]` through the
     /// operands' strides.
+    /// The store is marked with the kernel and its block ([`UkernelCall`]).
     fn gemm(&mut self, call: &GemmCall) {
+        let calls: f64 = self.loops.iter().map(|l| l.info.extent).product();
+        let shape = kernel_shape(&call.kernel);
+        let ukernel = UkernelCall {
+            kernel: call.kernel.clone(),
+            vector_bits: shape.map_or(0.0, |(isa, _, _)| vector_bits(isa) as f64),
+            mr: shape.map_or(0.0, |(_, mr, _)| mr as f64),
+            nr: shape.map_or(0.0, |(_, _, nr)| nr as f64),
+            m: call.m as f64,
+            n: call.n as f64,
+            kc: call.kc as f64,
+            calls,
+        };
         let vars = [
             Var::new("gemm.m", call.m, IterKind::Spatial),
             Var::new("gemm.k", call.kc, IterKind::Reduce),
@@ -167,7 +237,13 @@ impl Walker<'_> {
         let c_idx = indices(&call.c, &m, &n);
         let value = read(&call.c, c_idx.clone())
             + read(&call.a, indices(&call.a, &m, &k)) * read(&call.b, indices(&call.b, &k, &n));
+        let before = self.out.len();
         self.store(call.c.buffer, &c_idx, &value);
+        if self.out.len() > before
+            && let Some(s) = self.out.last_mut()
+        {
+            s.ukernel = Some(ukernel);
+        }
         for _ in 0..3 {
             self.loops.pop();
         }
@@ -237,6 +313,51 @@ impl Walker<'_> {
                 0.0
             },
             accesses,
+            ukernel: None,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_shapes_come_from_the_registry_or_the_name() {
+        // The portable kernel is in every build.
+        let generic = ukernels::all_kernels()
+            .iter()
+            .find(|k| k.isa == Isa::Generic)
+            .expect("a portable kernel");
+        assert_eq!(
+            kernel_shape(generic.name),
+            Some((Isa::Generic, generic.mr, generic.nr))
+        );
+        assert_eq!(vector_bits(Isa::Generic), 32);
+        assert_eq!(vector_bits(Isa::Sse), 128);
+        assert_eq!(vector_bits(Isa::Avx2Fma), 256);
+        assert_eq!(vector_bits(Isa::Avx512), 512);
+        // Whether or not this build has it, a well-formed name describes it.
+        assert_eq!(kernel_shape("avx512_8x32"), Some((Isa::Avx512, 8, 32)));
+        assert_eq!(kernel_shape("avx2_6x16"), Some((Isa::Avx2Fma, 6, 16)));
+        assert_eq!(kernel_shape("nonsense"), None);
+        assert_eq!(kernel_shape("avx9_8x32"), None);
+    }
+
+    #[test]
+    fn tile_fill_is_the_blocks_share_of_the_tile() {
+        let call = |m: f64, n: f64, mr: f64, nr: f64| UkernelCall {
+            kernel: "k".into(),
+            vector_bits: 512.0,
+            mr,
+            nr,
+            m,
+            n,
+            kc: 64.0,
+            calls: 1.0,
+        };
+        assert_eq!(call(8.0, 32.0, 8.0, 32.0).tile_fill(), 1.0);
+        assert_eq!(call(6.0, 16.0, 8.0, 32.0).tile_fill(), 0.375);
+        assert_eq!(call(6.0, 16.0, 0.0, 0.0).tile_fill(), 0.0);
     }
 }
