@@ -119,6 +119,7 @@ fn assert_passed(artifact: &VerifiedArtifact) {
         VerifyOutcome::Passed {
             gflops,
             recorded_gflops,
+            ..
         } => {
             assert!(gflops > 0.0 && gflops.is_finite(), "{artifact:?}");
             let recorded = Artifact::read(&artifact.file).expect("artifact").gflops;

@@ -259,12 +259,21 @@ fn verify(dir: &Path, json: bool) -> Result<String, CliError> {
             .artifacts
             .iter()
             .map(|a| {
-                let (passed, gflops, recorded, reason) = match &a.outcome {
+                let (passed, gflops, recorded, prepacked, reason) = match &a.outcome {
                     VerifyOutcome::Passed {
                         gflops,
                         recorded_gflops,
-                    } => (true, Some(*gflops), Some(*recorded_gflops), None),
-                    VerifyOutcome::Failed(reason) => (false, None, None, Some(reason.clone())),
+                        prepacked,
+                    } => (
+                        true,
+                        Some(*gflops),
+                        Some(*recorded_gflops),
+                        prepacked.clone(),
+                        None,
+                    ),
+                    VerifyOutcome::Failed(reason) => {
+                        (false, None, None, Vec::new(), Some(reason.clone()))
+                    }
                 };
                 json!({
                     "device_dir": a.device_dir.display().to_string(),
@@ -273,6 +282,7 @@ fn verify(dir: &Path, json: bool) -> Result<String, CliError> {
                     "passed": passed,
                     "gflops": gflops,
                     "recorded_gflops": recorded,
+                    "prepacked": prepacked,
                     "reason": reason,
                 })
             })
@@ -293,11 +303,22 @@ fn verify(dir: &Path, json: bool) -> Result<String, CliError> {
                 VerifyOutcome::Passed {
                     gflops,
                     recorded_gflops,
-                } => writeln!(
-                    out,
-                    "ok    {}  {gflops:.2} GFLOP/s (recorded {recorded_gflops:.2})",
-                    a.readable
-                ),
+                    prepacked,
+                } => {
+                    let packed = if prepacked.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; also with {} laid out ahead of time",
+                            prepacked.join(", ")
+                        )
+                    };
+                    writeln!(
+                        out,
+                        "ok    {}  {gflops:.2} GFLOP/s (recorded {recorded_gflops:.2}){packed}",
+                        a.readable
+                    )
+                }
                 VerifyOutcome::Failed(reason) => {
                     writeln!(out, "FAIL  {}  {reason}", a.readable)
                 }

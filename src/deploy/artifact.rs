@@ -10,6 +10,7 @@ use crate::runtime::DeviceKey;
 use crate::schedule::Step;
 
 use super::error::DeployError;
+use super::layout_rewrite::{LayoutRewrite, plan_layout_rewrites};
 
 /// The artifact format's version; loading refuses newer ones.
 pub const ARTIFACT_SCHEMA: i64 = 1;
@@ -48,6 +49,26 @@ pub struct Artifact {
     /// The widest vector ISA those micro-kernels need (`avx512`, `avx2`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isa: Option<String>,
+    /// The inputs the schedule reads only through one packing copy: when
+    /// such an input is a constant (a weight), it can be laid out ahead of
+    /// time and the copy disappears (see
+    /// [`Library::kernel_with_constants`](super::Library::kernel_with_constants));
+    /// absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layout_rewrites: Vec<LayoutRewrite>,
+}
+
+/// The layout rewrites the schedule of a registered workload allows
+/// (empty when the workload cannot be rebuilt from the registry).
+fn layout_rewrites_of(workload: &WorkloadInfo, steps: &[Step]) -> Vec<LayoutRewrite> {
+    workload
+        .op
+        .as_deref()
+        .zip(workload.shape.as_deref())
+        .and_then(|(op, shape)| crate::measure::Task::from_registry(op, shape).ok())
+        .filter(|task| task.key().hash == workload.key)
+        .map(|task| plan_layout_rewrites(task.dag(), steps))
+        .unwrap_or_default()
 }
 
 /// The micro-kernels `steps` call, in step order, each once.
@@ -88,6 +109,7 @@ impl Artifact {
                 .to_string(),
             intrinsics,
             isa,
+            layout_rewrites: layout_rewrites_of(&record.workload, &record.steps),
         })
     }
 

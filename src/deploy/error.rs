@@ -49,6 +49,50 @@ pub enum DeployError {
     /// Ahead-of-time compilation failed.
     #[error(transparent)]
     Aot(#[from] super::aot::AotError),
+    /// A constant named for the layout rewrite is not an input of the DAG.
+    #[error(
+        "'{name}' is not an input of {workload} (its inputs: {}); name only inputs as constants",
+        inputs.join(", ")
+    )]
+    NotAnInput {
+        /// The name given.
+        name: String,
+        /// The workload's label.
+        workload: String,
+        /// The DAG's input names.
+        inputs: Vec<String>,
+    },
+    /// A constant input the schedule does not let be laid out ahead of time.
+    #[error(
+        "input '{input}' cannot be laid out ahead of time: {reason}; name only the inputs an artifact lists in its layout_rewrites (the schedule must read the input only through one cache_read copy)"
+    )]
+    NoLayoutRewrite {
+        /// The input.
+        input: String,
+        /// Why not.
+        reason: String,
+    },
+    /// A layout that is not a permutation of a tensor's dimensions.
+    #[error(
+        "layout {layout:?} of {input} is not a permutation of its {rank} dimensions; use the layout of the artifact's layout_rewrites"
+    )]
+    BadLayout {
+        /// The input (or tensor) it was meant for.
+        input: String,
+        /// The layout given.
+        layout: Vec<usize>,
+        /// The tensor's rank.
+        rank: usize,
+    },
+    /// Inputs given to a prepacked kernel do not fit it.
+    #[error("{0}; pass one tensor per input of the DAG, in argument order")]
+    BadInputs(String),
+    /// The layout rewrite produced something that does not check (a bug).
+    #[error("the layout rewrite failed: {reason} (please report it)")]
+    Rewrite {
+        /// What failed.
+        reason: String,
+    },
     /// The measurer could not work (verifying artifacts needs it).
     #[error(transparent)]
     Measure(#[from] crate::measure::MeasureError),

@@ -199,8 +199,11 @@ type KernelCache = RefCell<HashMap<String, (Rc<Kernel>, KernelSource)>>;
 pub struct Library {
     device: DeviceKey,
     folder: Folder,
-    options: CodegenOptions,
+    pub(super) options: CodegenOptions,
     kernels: KernelCache,
+    /// Kernels with constants laid out ahead of time, by workload key hash
+    /// and constant names (another ABI than the plain kernel's).
+    pub(super) prepacked: RefCell<HashMap<String, super::PrepackedKernel>>,
 }
 
 impl Library {
@@ -251,6 +254,7 @@ impl Library {
             folder,
             options: CodegenOptions::default(),
             kernels: RefCell::new(HashMap::new()),
+            prepacked: RefCell::new(HashMap::new()),
         })
     }
 
@@ -264,7 +268,7 @@ impl Library {
         self.resolve_keyed(dag, &dag.workload_key())
     }
 
-    fn resolve_keyed(&self, dag: &ComputeDag, key: &WorkloadKey) -> Resolution {
+    pub(super) fn resolve_keyed(&self, dag: &ComputeDag, key: &WorkloadKey) -> Resolution {
         let (dir, index) = match &self.folder {
             Folder::Ready { dir, index } => (dir, index),
             Folder::Missing { available } => {
@@ -410,9 +414,14 @@ impl Library {
         Ok(LoadedKernel { kernel, source })
     }
 
-    /// How many kernels have been compiled so far.
+    /// How many kernels have been compiled so far (plain and prepacked).
     pub fn compiled(&self) -> usize {
-        self.kernels.borrow().len()
+        let prepacked = self.prepacked.borrow();
+        let rewritten = prepacked
+            .values()
+            .filter(|k| !k.rewrites.is_empty())
+            .count();
+        self.kernels.borrow().len() + rewritten
     }
 }
 

@@ -8,9 +8,13 @@ pub mod aot;
 mod artifact;
 mod error;
 mod export;
+mod layout_rewrite;
 mod library;
+mod permute;
+mod prepacked;
 mod rename;
 mod verify;
+mod verify_prepacked;
 
 pub use ahead::{AOT_DIR, AotWorkload, aot_symbol, compile_deployed};
 pub use artifact::{
@@ -21,6 +25,9 @@ pub use error::DeployError;
 pub use export::{
     DeployOptions, DeployOutcome, DeployReport, DeployedWorkload, deploy, deploy_device,
 };
+pub use layout_rewrite::{LayoutRewrite, plan_layout_rewrites, rewrite_layouts};
 pub use library::{FallbackReason, KernelSource, Library, LoadedKernel, Resolution};
+pub use permute::pack_input;
+pub use prepacked::PrepackedKernel;
 pub use rename::translate_steps;
 pub use verify::{VerifiedArtifact, VerifyOutcome, VerifyReport, verify};

@@ -6,7 +6,9 @@
 //! `index.json`), each index entry is checked in order: the artifact file
 //! reads; its workload key is its index entry's; its registry operator
 //! rebuilds a DAG with the same key (else it is stale); its steps replay on
-//! that DAG; and the measurer builds, runs, verifies and times it. A `*.json`
+//! that DAG; and the measurer builds, runs, verifies and times it; an
+//! artifact with `layout_rewrites` is also compiled with those inputs laid
+//! out ahead of time, run on the packed inputs and checked. A `*.json`
 //! file the index does not list fails too, so nothing unverified hides in a
 //! device folder.
 
@@ -20,6 +22,7 @@ use crate::schedule::State;
 use super::ahead::AOT_DIR;
 use super::artifact::{Artifact, INDEX_FILE, Index, IndexEntry, device_dir};
 use super::error::DeployError;
+use super::verify_prepacked::verify_prepacked;
 
 /// What verifying one artifact found.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,6 +33,9 @@ pub enum VerifyOutcome {
         gflops: f64,
         /// GFLOP/s the artifact records from when it was tuned.
         recorded_gflops: f64,
+        /// The inputs (of its `layout_rewrites`) with which the kernel was
+        /// also compiled, run and checked laid out ahead of time.
+        prepacked: Vec<String>,
     },
     /// Why it failed (one line: what and how to fix).
     Failed(String),
@@ -305,10 +311,28 @@ fn verify_entry(
             result.error_msg.trim()
         ));
     }
+    if !artifact.layout_rewrites.is_empty()
+        && let Err(why) = verify_prepacked(&task, &artifact.steps, &artifact.layout_rewrites)
+    {
+        let inputs: Vec<&str> = artifact
+            .layout_rewrites
+            .iter()
+            .map(|r| r.input.as_str())
+            .collect();
+        return fail(format!(
+            "the kernel with {} laid out ahead of time fails: {why}; tune and deploy again",
+            inputs.join(", ")
+        ));
+    }
     match result.median() {
         Some(median) if median > 0.0 => Ok(VerifyOutcome::Passed {
             gflops: task.dag().flop_count() as f64 / median / 1e9,
             recorded_gflops: artifact.gflops,
+            prepacked: artifact
+                .layout_rewrites
+                .iter()
+                .map(|r| r.input.clone())
+                .collect(),
         }),
         _ => fail("measured, but no positive time was recorded; run the verification again".into()),
     }
@@ -347,6 +371,7 @@ mod tests {
                     VerifyOutcome::Passed {
                         gflops: 1.0,
                         recorded_gflops: 2.0,
+                        prepacked: Vec::new(),
                     },
                 ),
                 entry("b", VerifyOutcome::Failed("why".into())),
