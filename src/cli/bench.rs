@@ -15,7 +15,7 @@ use crate::deploy::{Library, Resolution};
 use crate::measure::{Task, Timing, TimingOptions, time_runs};
 use crate::ops;
 use crate::runtime::{self, NdBuffer};
-use crate::schedule::State;
+use crate::schedule::{State, Step};
 use crate::search::Suite;
 use crate::te::{ComputeDag, DType, HostTensor};
 use crate::tir;
@@ -192,6 +192,26 @@ fn resolve(
     })
 }
 
+/// The best measured schedule of `dag` in the database that calls no
+/// micro-kernel (what `tune --no-tensorize` finds), when the database has one.
+fn best_plain(args: &BenchArgs, op: &str, shape: &str, dag: &ComputeDag) -> Option<State> {
+    if args.schedule.is_some() || args.from.is_some() {
+        return None;
+    }
+    let path = args.db.clone().unwrap_or_else(db::default_path);
+    let database = TuningDb::open_existing(&path).ok()?;
+    let task = Task::from_registry(op, shape).ok()?;
+    let device = runtime::host_device().key();
+    let records = database.records(&task.key().hash, &device.hash).ok()?;
+    records
+        .into_iter()
+        .filter(|r| !r.steps.iter().any(|s| matches!(s, Step::Tensorize { .. })))
+        .filter_map(|r| Some((r.result.median()?, r.steps)))
+        .filter(|(cost, _)| cost.is_finite())
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .and_then(|(_, steps)| State::replay(dag, &steps).ok())
+}
+
 fn compile(state: &State, args: &BenchArgs) -> Result<Kernel, CliError> {
     let func = tir::lower(state)?;
     Ok(codegen::compile(
@@ -230,6 +250,26 @@ fn time(repeat: usize, run: impl FnMut()) -> Timing {
         flush_cache: false,
     };
     time_runs(&options, run, || {})
+}
+
+/// Times every contender `repeat` times, one repeat of each in turn, so
+/// that a change in the machine's load touches all of them alike.
+fn time_interleaved(repeat: usize, contenders: &mut [Box<dyn FnMut() + '_>]) -> Vec<Timing> {
+    let mut timings: Vec<Timing> = contenders
+        .iter()
+        .map(|_| Timing {
+            costs: Vec::new(),
+            number: 0,
+        })
+        .collect();
+    for _ in 0..repeat.max(1) {
+        for (run, timing) in contenders.iter_mut().zip(&mut timings) {
+            let t = time(1, run);
+            timing.costs.extend(t.costs);
+            timing.number = t.number;
+        }
+    }
+    timings
 }
 
 fn time_kernel(kernel: &Kernel, bufs: &mut [NdBuffer], repeat: usize) -> Result<Timing, CliError> {
@@ -277,6 +317,14 @@ fn bench_one(
     let (state, source) = resolve(args, op.name, &shape.to_text(), &dag)?;
     let threads = args.threads();
     let kernel = compile(&state, args)?;
+    let tensorized = state
+        .steps()
+        .iter()
+        .any(|s| matches!(s, Step::Tensorize { .. }));
+    let plain = match best_plain(args, op.name, &shape.to_text(), &dag) {
+        Some(plain) if tensorized => Some(compile(&plain, args)?),
+        _ => None,
+    };
     let baseline = compile(&State::new(&dag), args)?;
     let inputs: Vec<HostTensor> = dag
         .inputs()
@@ -292,11 +340,23 @@ fn bench_one(
     run(&kernel, &mut tuned_bufs)?;
     run(&baseline, &mut base_bufs)?;
     let n_in = kernel.num_inputs();
-    let error = tuned_bufs[n_in..]
-        .iter()
-        .zip(&base_bufs[n_in..])
-        .map(|(t, b)| max_rel_error(&t.to_host().to_f64_vec(), &b.to_host().to_f64_vec()))
-        .fold(0.0, f64::max);
+    let error_of = |bufs: &[NdBuffer]| {
+        bufs[n_in..]
+            .iter()
+            .zip(&base_bufs[n_in..])
+            .map(|(t, b)| max_rel_error(&t.to_host().to_f64_vec(), &b.to_host().to_f64_vec()))
+            .fold(0.0, f64::max)
+    };
+    let mut error = error_of(&tuned_bufs);
+    let mut plain_bufs = match &plain {
+        Some(k) => {
+            let mut bufs = buffers(k, &inputs)?;
+            run(k, &mut bufs)?;
+            error = error.max(error_of(&bufs));
+            Some(bufs)
+        }
+        None => None,
+    };
     let reduction = dag.flop_count() as f64
         / dag
             .outputs()
@@ -317,13 +377,11 @@ fn bench_one(
             )
         });
     }
-    let tuned = time_kernel(&kernel, &mut tuned_bufs, args.repeat)?;
     let untuned = time_kernel(&baseline, &mut base_bufs, args.repeat.min(3))?;
     let peak_gflops = peak::f32x4_fma_peak_gflops(ghz, threads);
     let native_isa = crate::runtime::ukernels::host_isa();
     let native_peak_gflops =
         crate::runtime::ukernels::peak_gflops_per_core(native_isa, ghz) * threads as f64;
-    let gflops = flops / tuned.median() / 1e9;
     let get = |name: &str| {
         shape
             .values()
@@ -331,16 +389,59 @@ fn bench_one(
             .find(|(n, _)| *n == name)
             .map_or(1, |(_, v)| *v as usize)
     };
-    let mut peers = serde_json::Map::new();
-    if let Some(p) = Product::of(op.name, &get) {
-        let (a, b) = (&tuned_bufs[0], &tuned_bufs[1]);
-        let mut c = NdBuffer::zeros(&kernel.params()[n_in].shape, DType::F32)
-            .map_err(codegen::KernelError::from)?;
-        let t = time(args.repeat, || matrixmultiply(&p, a, b, &mut c));
-        peers.insert("matrixmultiply".into(), json!(flops / t.median() / 1e9));
-        let t = time(args.repeat, || gemm_crate(&p, a, b, &mut c, threads));
-        peers.insert("gemm".into(), json!(flops / t.median() / 1e9));
+    // The tuned kernel, the tuned plain one and the peers, interleaved.
+    let product = Product::of(op.name, &get);
+    let peer_inputs: Vec<NdBuffer> = match product {
+        Some(_) => inputs
+            .iter()
+            .take(2)
+            .map(NdBuffer::from_host)
+            .collect::<Result<_, _>>()
+            .map_err(codegen::KernelError::from)?,
+        None => Vec::new(),
+    };
+    let mut peer_c = NdBuffer::zeros(&kernel.params()[n_in].shape, DType::F32)
+        .map_err(codegen::KernelError::from)?;
+    let mut peer_c2 = NdBuffer::zeros(&kernel.params()[n_in].shape, DType::F32)
+        .map_err(codegen::KernelError::from)?;
+    let mut names = vec!["tuned"];
+    let mut contenders: Vec<Box<dyn FnMut() + '_>> = Vec::new();
+    let mut tuned_refs: Vec<&mut NdBuffer> = tuned_bufs.iter_mut().collect();
+    let tuned_kernel = &kernel;
+    contenders.push(Box::new(move || {
+        let _ = tuned_kernel.run(&mut tuned_refs);
+    }));
+    if let (Some(k), Some(bufs)) = (&plain, plain_bufs.as_mut()) {
+        let mut refs: Vec<&mut NdBuffer> = bufs.iter_mut().collect();
+        names.push("plain");
+        contenders.push(Box::new(move || {
+            let _ = k.run(&mut refs);
+        }));
     }
+    if let (Some(p), [a, b]) = (product, peer_inputs.as_slice()) {
+        names.push("matrixmultiply");
+        let (c, c2) = (&mut peer_c, &mut peer_c2);
+        contenders.push(Box::new(move || matrixmultiply(&p, a, b, c)));
+        names.push("gemm");
+        contenders.push(Box::new(move || gemm_crate(&p, a, b, c2, threads)));
+    }
+    let timings = time_interleaved(args.repeat, &mut contenders);
+    drop(contenders);
+    let gflops_of = |name: &str| {
+        names
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| flops / timings[i].median() / 1e9)
+    };
+    let tuned = timings[0].clone();
+    let gflops = flops / tuned.median() / 1e9;
+    let mut peers = serde_json::Map::new();
+    for name in ["matrixmultiply", "gemm"] {
+        if let Some(g) = gflops_of(name) {
+            peers.insert(name.into(), json!(g));
+        }
+    }
+    let plain_gflops = gflops_of("plain");
     let default_gflops = flops / untuned.median() / 1e9;
     let record_gflops = match &source {
         Source::Tuned { record_gflops, .. } => json!(record_gflops),
@@ -370,6 +471,7 @@ fn bench_one(
         "untuned_gflops": default_gflops,
         "tolerance": tolerance,
         "max_rel_error": error,
+        "plain_gflops": plain_gflops,
         "peers": peers,
     }))
 }
@@ -443,6 +545,13 @@ fn render(report: &Value) -> String {
         "  default          {default_gflops:8.2} GFLOP/s (tuned is {:.1}x)",
         gflops / default_gflops
     );
+    if let Some(plain) = report["plain_gflops"].as_f64() {
+        let _ = writeln!(
+            out,
+            "  tuned plain      {plain:8.2} GFLOP/s (best schedule without micro-kernels; tuned / plain = {:.2})",
+            gflops / plain
+        );
+    }
     if let Some(peers) = report["peers"].as_object() {
         for (name, value) in peers {
             let peer = value.as_f64().unwrap_or(f64::NAN);

@@ -65,6 +65,10 @@ pub(crate) struct TuneArgs {
     /// sketch the cost model's top picks left out.
     #[arg(long, default_value_t = SearchOptions::default().sketch_share)]
     sketch_share: f64,
+    /// Leave out sketches that call micro-kernels: tune the code Cranelift
+    /// generates alone (the "plain" column of `tessera bench`).
+    #[arg(long)]
+    no_tensorize: bool,
     /// Stop after this many trials without improvement (with --suite: per workload).
     #[arg(long)]
     early_stopping: Option<usize>,
@@ -164,6 +168,7 @@ fn search_options(args: &TuneArgs) -> SearchOptions {
         generations: args.generations,
         eps_greedy: args.eps_greedy,
         sketch_share: args.sketch_share,
+        tensorize: !args.no_tensorize,
         ..SearchOptions::default()
     }
 }

@@ -37,6 +37,9 @@ pub struct SearchOptions {
     pub sketch_share: f64,
     /// Best measured candidates that seed each round's population.
     pub seeds: usize,
+    /// Whether sketches that call micro-kernels (`tensorize`) are searched;
+    /// off, the search is over code Cranelift generates alone.
+    pub tensorize: bool,
 }
 
 impl Default for SearchOptions {
@@ -48,6 +51,7 @@ impl Default for SearchOptions {
             eps_greedy: 0.05,
             sketch_share: 0.25,
             seeds: 32,
+            tensorize: true,
         }
     }
 }
@@ -370,8 +374,8 @@ mod tests {
             ..SearchOptions::default()
         };
         let mut policy = SearchPolicy::new(task, sketches, options, 11);
-        let batch = policy.next_batch(&mut PrefersPacking, 16).expect("batch");
-        assert_eq!(batch.len(), 16);
+        let batch = policy.next_batch(&mut PrefersPacking, 32).expect("batch");
+        assert_eq!(batch.len(), 32);
         batch.iter().map(|c| c.sketch).collect()
     }
 

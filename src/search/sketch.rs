@@ -124,6 +124,13 @@ pub struct Sketch {
 }
 
 impl Sketch {
+    /// Whether the sketch calls a micro-kernel (has a `tensorize` step).
+    pub fn is_tensorized(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| matches!(s, SketchStep::Fixed(Step::Tensorize { .. })))
+    }
+
     /// The tile and factor steps, in order: (extent, factors) of each
     /// (annotation samples one factor list each).
     pub fn tiles(&self) -> Vec<(i64, usize)> {

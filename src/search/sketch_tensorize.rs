@@ -18,7 +18,7 @@ use crate::te::{BinOp, ComputeOp, DType, ExprKind, Var};
 use super::sketch::{AnnotationSite, SketchStep, TileRole};
 
 /// Kernels offered per stage (the best fitting ones).
-pub const KERNELS_PER_STAGE: usize = 2;
+pub const KERNELS_PER_STAGE: usize = 3;
 
 /// The GEMM roles of a stage's axes and operands.
 struct GemmShape {

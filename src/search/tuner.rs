@@ -157,7 +157,10 @@ impl TaskTuner {
         db: Option<&TuningDb>,
         model: &mut dyn CostModel,
     ) -> Result<TaskTuner, TuneError> {
-        let sketches = generate_sketches(task.dag());
+        let sketches: Vec<_> = generate_sketches(task.dag())
+            .into_iter()
+            .filter(|s| search.tensorize || !s.is_tensorized())
+            .collect();
         if sketches.is_empty() {
             return Err(TuneError::NoSketch(task.key().to_string()));
         }
@@ -179,7 +182,11 @@ impl TaskTuner {
         let records = db.records(&task.key().hash, &host_device().key().hash)?;
         let mut states = Vec::new();
         let mut results = Vec::new();
+        let tensorized = |steps: &[Step]| steps.iter().any(|s| matches!(s, Step::Tensorize { .. }));
         for r in records {
+            if !search.tensorize && tensorized(&r.steps) {
+                continue;
+            }
             let Ok(state) = State::replay(task.dag(), &r.steps) else {
                 continue;
             };
