@@ -65,6 +65,11 @@ pub(crate) struct BenchArgs {
     /// Bit-stable floating point: no FMA contraction.
     #[arg(long)]
     strict_fp: bool,
+    /// Inputs that are constant weights (comma-separated, e.g. `weight`):
+    /// also time the schedule with them laid out ahead of time (its packing
+    /// copies of them removed), as `Library::kernel_with_constants` loads it.
+    #[arg(long, value_delimiter = ',', conflicts_with = "suite")]
+    constants: Vec<String>,
 }
 
 impl BenchArgs {
@@ -348,6 +353,18 @@ fn bench_one(
             .fold(0.0, f64::max)
     };
     let mut error = error_of(&tuned_bufs);
+    let prepacked = super::bench_constants::prepacked(&dag, &state, &args.constants, &inputs)?;
+    let mut prepacked_run = match &prepacked {
+        Some((rewritten, packed)) => {
+            let k = compile(rewritten, args)?;
+            super::bench_constants::check_arity(&k, packed)?;
+            let mut bufs = buffers(&k, packed)?;
+            run(&k, &mut bufs)?;
+            error = error.max(error_of(&bufs));
+            Some((k, bufs))
+        }
+        None => None,
+    };
     let mut plain_bufs = match &plain {
         Some(k) => {
             let mut bufs = buffers(k, &inputs)?;
@@ -418,6 +435,14 @@ fn bench_one(
             let _ = k.run(&mut refs);
         }));
     }
+    if let Some((k, bufs)) = prepacked_run.as_mut() {
+        let mut refs: Vec<&mut NdBuffer> = bufs.iter_mut().collect();
+        let k = &*k;
+        names.push("prepacked");
+        contenders.push(Box::new(move || {
+            let _ = k.run(&mut refs);
+        }));
+    }
     if let (Some(p), [a, b]) = (product, peer_inputs.as_slice()) {
         names.push("matrixmultiply");
         let (c, c2) = (&mut peer_c, &mut peer_c2);
@@ -442,6 +467,7 @@ fn bench_one(
         }
     }
     let plain_gflops = gflops_of("plain");
+    let prepacked_gflops = gflops_of("prepacked");
     let default_gflops = flops / untuned.median() / 1e9;
     let record_gflops = match &source {
         Source::Tuned { record_gflops, .. } => json!(record_gflops),
@@ -472,6 +498,8 @@ fn bench_one(
         "tolerance": tolerance,
         "max_rel_error": error,
         "plain_gflops": plain_gflops,
+        "constants": args.constants,
+        "prepacked_gflops": prepacked_gflops,
         "peers": peers,
     }))
 }
@@ -545,6 +573,21 @@ fn render(report: &Value) -> String {
         "  default          {default_gflops:8.2} GFLOP/s (tuned is {:.1}x)",
         gflops / default_gflops
     );
+    if let Some(prepacked) = report["prepacked_gflops"].as_f64() {
+        let _ = writeln!(
+            out,
+            "  prepacked        {prepacked:8.2} GFLOP/s ({} laid out ahead of time; prepacked / tuned = {:.2})",
+            report["constants"]
+                .as_array()
+                .map(|c| c
+                    .iter()
+                    .filter_map(|v| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default(),
+            prepacked / gflops
+        );
+    }
     if let Some(plain) = report["plain_gflops"].as_f64() {
         let _ = writeln!(
             out,

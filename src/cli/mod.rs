@@ -2,6 +2,7 @@
 //! ship its own binary with the same commands.
 
 mod bench;
+mod bench_constants;
 mod cache;
 mod ci;
 mod commands;
