@@ -988,3 +988,11 @@ fn a_transposing_pack_reads_the_weight_as_its_layout_says() {
         );
     }
 }
+
+#[test]
+fn a_prime_reduction_is_tensorized_with_an_edge_block_of_k() {
+    let _cap = isa_lock();
+    let dag = build("matmul", &[("M", 16), ("N", 32), ("K", 1031)]);
+    let count = check_tensorized_sketches("matmul 16x32x1031", &dag, 2);
+    assert!(count > 0, "no tensorized sketch");
+}

@@ -93,22 +93,26 @@ pub fn sample_register_tile<R: Rng>(
 /// The depth of a micro-kernel call (its kc): a divisor of `extent`
 /// between [`MIN_KERNEL_DEPTH`] and [`MAX_KERNEL_DEPTH`] when there is one
 /// (each call then amortises loading and storing its accumulator tile, and
-/// its panels stay in cache), else the largest divisor below the range.
+/// its panels stay in cache); the whole extent when it is shorter than the
+/// range; else (a long extent with no divisor in the range, a prime) a
+/// power of two in the range, whose last block is the kernel's edge.
 pub fn sample_kernel_depth<R: Rng>(extent: i64, rng: &mut R) -> i64 {
-    let all = divisors(extent.max(1));
-    let in_range: Vec<i64> = all
-        .iter()
-        .copied()
+    let extent = extent.max(1);
+    let in_range: Vec<i64> = divisors(extent)
+        .into_iter()
         .filter(|&d| (MIN_KERNEL_DEPTH..=MAX_KERNEL_DEPTH).contains(&d))
         .collect();
-    if in_range.is_empty() {
-        all.into_iter()
-            .filter(|&d| d <= MAX_KERNEL_DEPTH)
-            .max()
-            .unwrap_or(1)
-    } else {
-        in_range[rng.random_range(0..in_range.len())]
+    if !in_range.is_empty() {
+        return in_range[rng.random_range(0..in_range.len())];
     }
+    if extent < MIN_KERNEL_DEPTH {
+        return extent;
+    }
+    let powers: Vec<i64> = (0..)
+        .map(|p| MIN_KERNEL_DEPTH << p)
+        .take_while(|&d| d <= MAX_KERNEL_DEPTH)
+        .collect();
+    powers[rng.random_range(0..powers.len())]
 }
 
 /// The shortest micro-kernel call depth sampled when the extent allows
@@ -169,6 +173,20 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
+
+    #[test]
+    fn a_long_extent_without_a_divisor_in_range_gets_a_full_depth_with_an_edge() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for _ in 0..50 {
+            let d = sample_kernel_depth(1031, &mut rng);
+            assert!([128, 256, 512].contains(&d), "{d} for the prime 1031");
+        }
+        assert_eq!(
+            sample_kernel_depth(127, &mut rng),
+            127,
+            "shorter than the range"
+        );
+    }
 
     #[test]
     fn kernel_depths_divide_and_stay_in_range() {
