@@ -15,7 +15,7 @@ use crate::deploy::{Library, Resolution};
 use crate::measure::{Task, Timing, TimingOptions, time_runs};
 use crate::ops;
 use crate::runtime::{self, NdBuffer};
-use crate::schedule::{State, Step};
+use crate::schedule::{State, calls_micro_kernel};
 use crate::search::Suite;
 use crate::te::{ComputeDag, DType, HostTensor};
 use crate::tir;
@@ -210,7 +210,7 @@ fn best_plain(args: &BenchArgs, op: &str, shape: &str, dag: &ComputeDag) -> Opti
     let records = database.records(&task.key().hash, &device.hash).ok()?;
     records
         .into_iter()
-        .filter(|r| !r.steps.iter().any(|s| matches!(s, Step::Tensorize { .. })))
+        .filter(|r| !calls_micro_kernel(&r.steps))
         .filter_map(|r| Some((r.result.median()?, r.steps)))
         .filter(|(cost, _)| cost.is_finite())
         .min_by(|a, b| a.0.total_cmp(&b.0))
@@ -322,10 +322,7 @@ fn bench_one(
     let (state, source) = resolve(args, op.name, &shape.to_text(), &dag)?;
     let threads = args.threads();
     let kernel = compile(&state, args)?;
-    let tensorized = state
-        .steps()
-        .iter()
-        .any(|s| matches!(s, Step::Tensorize { .. }));
+    let tensorized = calls_micro_kernel(state.steps());
     let plain = match best_plain(args, op.name, &shape.to_text(), &dag) {
         Some(plain) if tensorized => Some(compile(&plain, args)?),
         _ => None,
@@ -357,7 +354,6 @@ fn bench_one(
     let mut prepacked_run = match &prepacked {
         Some((rewritten, packed)) => {
             let k = compile(rewritten, args)?;
-            super::bench_constants::check_arity(&k, packed)?;
             let mut bufs = buffers(&k, packed)?;
             run(&k, &mut bufs)?;
             error = error.max(error_of(&bufs));

@@ -4,7 +4,6 @@
 //! as a deployed inference kernel would run with constant weights.
 
 use super::error::CliError;
-use crate::codegen::Kernel;
 use crate::deploy::{pack_input, rewrite_layouts};
 use crate::schedule::State;
 use crate::te::{ComputeDag, HostTensor};
@@ -37,18 +36,4 @@ pub(super) fn prepacked(
         )
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Some((rewritten, packed)))
-}
-
-/// `kernel`'s input count must match the packed inputs (it does when the
-/// rewrite kept the DAG's inputs, which it always does).
-pub(super) fn check_arity(kernel: &Kernel, inputs: &[HostTensor]) -> Result<(), CliError> {
-    if kernel.num_inputs() == inputs.len() {
-        Ok(())
-    } else {
-        Err(CliError::Usage(format!(
-            "--constants: the rewritten kernel takes {} inputs, {} given",
-            kernel.num_inputs(),
-            inputs.len()
-        )))
-    }
 }

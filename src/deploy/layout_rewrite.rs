@@ -44,15 +44,11 @@ pub(crate) type ConstantPlan = Vec<(String, Result<LayoutRewrite, String>)>;
 /// Whether `step` names `stage` other than as the stage it applies to (as a
 /// `compute_at` target or a `cache_read` reader).
 fn mentions(step: &Step, stage: &str) -> bool {
-    let Ok(value) = serde_json::to_value(step) else {
-        return true;
-    };
-    let named = |v: &serde_json::Value| v.as_str() == Some(stage);
-    value.get("target").is_some_and(named)
-        || value
-            .get("readers")
-            .and_then(|r| r.as_array())
-            .is_some_and(|r| r.iter().any(named))
+    match step {
+        Step::ComputeAt { target, .. } => target == stage,
+        Step::CacheRead { readers, .. } => readers.iter().any(|r| r == stage),
+        _ => false,
+    }
 }
 
 /// Replays `steps` step by step, noting the copies made of inputs.

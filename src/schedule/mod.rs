@@ -18,5 +18,5 @@ pub use error::{StepError, StepErrorKind};
 pub use loops::{MAX_AUTO_UNROLL, MAX_SPLIT_PRODUCT};
 pub use relations::{derive_extents, derive_values};
 pub use state::{ComputeAt, IterId, IterNode, Relation, Scope, Stage, State, Tensorized};
-pub use step::{Annotation, Step, StepParseError, steps_from_json};
+pub use step::{Annotation, Step, StepParseError, calls_micro_kernel, steps_from_json};
 pub use tensorize::TENSORIZE_BLOCK;

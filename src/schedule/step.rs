@@ -146,6 +146,11 @@ pub enum Step {
     },
 }
 
+/// Whether `steps` call a micro-kernel (have a `tensorize` step).
+pub fn calls_micro_kernel(steps: &[Step]) -> bool {
+    steps.iter().any(|s| matches!(s, Step::Tensorize { .. }))
+}
+
 impl Step {
     /// The stage the step applies to.
     pub fn stage(&self) -> &str {

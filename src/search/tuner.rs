@@ -182,9 +182,8 @@ impl TaskTuner {
         let records = db.records(&task.key().hash, &host_device().key().hash)?;
         let mut states = Vec::new();
         let mut results = Vec::new();
-        let tensorized = |steps: &[Step]| steps.iter().any(|s| matches!(s, Step::Tensorize { .. }));
         for r in records {
-            if !search.tensorize && tensorized(&r.steps) {
+            if !search.tensorize && crate::schedule::calls_micro_kernel(&r.steps) {
                 continue;
             }
             let Ok(state) = State::replay(task.dag(), &r.steps) else {
