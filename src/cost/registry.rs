@@ -12,7 +12,7 @@ use super::xgb::{XgbLearner, XgbObjective};
 /// `xgboost` feature (it ranked held-out records better than XGBoost's
 /// regression objective: pairwise accuracy 0.776 vs 0.763), else the
 /// random forest (0.787; gbdt 0.766). Measured with `tessera cost-model
-/// eval` on 903 records of matmul, conv2d and softmax (see the README).
+/// eval` on 903 records of matmul, conv2d and softmax (docs/benchmarks.md).
 #[cfg(feature = "xgboost")]
 pub const DEFAULT_LEARNER: &str = "xgboost-rank";
 /// See the `xgboost` variant.
