@@ -1,7 +1,7 @@
 //! Every step error kind is triggered; errors name the step and leave the
 //! state unchanged; bad schedule files are one-line CLI errors.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -1,7 +1,7 @@
 //! The auto-scheduler: every sketch of every op, randomly annotated, lowers,
 //! compiles and computes what the reference computes.
 
-mod common;
+use crate::common;
 
 use common::{assert_close, build, random_inputs, reduction_length, reference, small_cases};
 use rand::SeedableRng;

@@ -1,7 +1,7 @@
 //! How much the egg simplifier shrinks the index arithmetic of tiled
 //! schedules (printed with `--nocapture`), and that it never changes results.
 
-mod common;
+use crate::common;
 
 use common::{assert_close, build, random_inputs, reduction_length, reference};
 use tessera::schedule::{State, steps_from_json};

@@ -3,7 +3,7 @@
 //! tiles around every kernel against the reference, through the IR
 //! interpreter and the JIT; blocks that do not match are typed errors.
 
-mod common;
+use crate::common;
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -370,7 +370,7 @@ fn micro_kernel_env_override_caps_isa() {
     let out = std::process::Command::new(exe)
         .args([
             "--exact",
-            "micro_kernel_env_override_child",
+            "tensorize::micro_kernel_env_override_child",
             "--ignored",
             "--nocapture",
             "--test-threads=1",

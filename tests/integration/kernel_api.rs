@@ -2,7 +2,7 @@
 //! the machine code (and not under strict floating point), and no leak when
 //! thousands of kernels are compiled and dropped.
 
-mod common;
+use crate::common;
 
 use common::build;
 use tessera::codegen::{self, CodegenOptions, Kernel, KernelError, OptLevel};

@@ -2,7 +2,7 @@
 //! `Library`, and every way a lookup can miss (device, shape, stale, corrupt)
 //! giving its own outcome — never a wrong kernel.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

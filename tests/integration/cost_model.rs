@@ -1,7 +1,7 @@
 //! Cost models: feature extraction on programs with hand-computed features,
 //! every learner learning a ranking it is given, and model files.
 
-mod common;
+use crate::common;
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;

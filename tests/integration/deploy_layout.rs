@@ -3,7 +3,7 @@
 //! weight already packed, without the copy — planned, rewritten, compiled,
 //! loaded through the `Library` and checked by `tessera deploy --verify`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! reference; each broken one reported with its own reason while the good
 //! ones still pass.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

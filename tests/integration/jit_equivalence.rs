@@ -1,7 +1,7 @@
 //! Compiled kernels compute what the reference computes: every op with the
 //! default schedule and the hand-written ones, and random valid schedules.
 
-mod common;
+use crate::common;
 
 use common::{assert_close, build, random_inputs, reduction_length, reference, small_cases};
 use rand::SeedableRng;

@@ -2,7 +2,7 @@
 //! lowering, hand-written schedules of each kind, and random valid step
 //! lists, all run by the IR interpreter and compared with the te reference.
 
-mod common;
+use crate::common;
 
 use common::{assert_close, build, random_inputs, reduction_length, reference, small_cases};
 use rand::SeedableRng;

@@ -2,7 +2,7 @@
 //! borrow another device's or shape's records, replay validation, concurrent
 //! writers, a writer killed mid-run, and malformed input.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
