@@ -14,10 +14,10 @@ mod common;
 #[path = "../examples/custom_op/ops.rs"]
 mod ops;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode, Output};
 
-use common::{assert_close, random_inputs, reduction_length, reference};
+use common::{Scratch, assert_close, random_inputs, reduction_length, reference};
 use ops::{attention_scores, dense_relu, shape_text};
 use tessera::deploy::{KernelSource, Library};
 use tessera::te::{ComputeDag, HostTensor};
@@ -141,14 +141,6 @@ fn succeeded(args: &[&str]) -> String {
     stdout(&out)
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("tessera-custom-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
 fn custom_ops_are_listed_and_shown() {
     let listing = succeeded(&["ops"]);
     let line = |name: &str| {
@@ -182,7 +174,7 @@ fn custom_ops_are_listed_and_shown() {
 }
 
 fn custom_ops_tune_deploy_load_and_bench() {
-    let dir = temp_dir("tune");
+    let dir = Scratch::new("custom-cli-tune");
     let db = dir.join("tuning.db");
     let schedules = dir.join("schedules");
     let (db, schedules_text) = (
@@ -255,7 +247,6 @@ fn custom_ops_tune_deploy_load_and_bench() {
     ]);
     let bench: serde_json::Value = serde_json::from_str(&bench).expect("bench --json is JSON");
     assert_eq!(bench["source"], "tuned", "{bench}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Loads `dag`'s deployed kernel, runs it through the op's typed `call`,

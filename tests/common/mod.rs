@@ -1,6 +1,15 @@
-//! Helpers shared by the equivalence tests: small shapes for every op,
-//! random inputs, and comparison with a tolerance scaled by reduction length.
+//! Helpers shared by the tests: small shapes for every op, random inputs,
+//! comparison with a tolerance scaled by reduction length, running the
+//! binary ([`binary`]) and folders that clean up after themselves
+//! ([`scratch`]).
 #![allow(dead_code)]
+
+mod binary;
+mod scratch;
+
+#[allow(unused_imports)] // custom_op_cli runs itself, not the tessera binary
+pub use binary::{tessera, tessera_command};
+pub use scratch::Scratch;
 
 use tessera::measure::{MeasureErrorKind, MeasureResult};
 use tessera::ops;

@@ -2,23 +2,11 @@
 //! micro-kernels next to a tensorized best (`plain_gflops`), and a schedule
 //! with its constant inputs laid out ahead of time (`--constants`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use crate::common;
+use common::{Scratch, tessera};
 
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("runs the binary")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-bench-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
+use std::path::Path;
+use std::process::Output;
 
 fn text(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
@@ -56,7 +44,7 @@ const TENSORIZED: &str = r#"[
 
 #[test]
 fn a_tensorized_best_is_timed_next_to_the_best_plain_schedule() {
-    let dir = temp_dir("plain");
+    let dir = Scratch::new("bench-plain");
     let measured = dir.join("measured.db");
     let tensorized = dir.join("tensorized.json");
     std::fs::write(&tensorized, TENSORIZED).expect("write");
@@ -138,12 +126,11 @@ fn a_tensorized_best_is_timed_next_to_the_best_plain_schedule() {
         "--json",
     ]));
     assert!(report["plain_gflops"].is_null(), "{report}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn constants_laid_out_ahead_of_time_are_timed_and_checked() {
-    let dir = temp_dir("constants");
+    let dir = Scratch::new("bench-constants");
     let schedule = dir.join("packed.json");
     std::fs::write(
         &schedule,
@@ -189,5 +176,4 @@ fn constants_laid_out_ahead_of_time_are_timed_and_checked() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bias"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

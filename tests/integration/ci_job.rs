@@ -4,20 +4,16 @@
 //! workload slower than its baseline artifact fails the job unless
 //! `--allow-regression`.
 
+use crate::common;
+use common::{Scratch, tessera};
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 use tessera::db::TuningDb;
 use tessera::deploy::{INDEX_FILE, Index};
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -37,13 +33,6 @@ fn succeeded(args: &[&str]) -> String {
         stdout(&out)
     );
     stdout(&out)
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-ci-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 fn text(path: &Path) -> &str {
@@ -101,7 +90,7 @@ fn trial_records(db: &Path) -> usize {
 
 #[test]
 fn the_job_writes_every_output_and_resumes_from_its_database() {
-    let dir = temp_dir("resume");
+    let dir = Scratch::new("ci-resume");
     let suite = suite(&dir, TWO);
     let out = dir.join("out");
     // Microsecond kernels on a shared machine: only a gross slowdown against
@@ -174,12 +163,11 @@ fn the_job_writes_every_output_and_resumes_from_its_database() {
     assert_eq!(report(&out)["trials_this_run"], 0);
     assert_eq!(trial_records(&db), 8);
     assert!(!out.join("curves.svg").exists(), "no stale curves");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn two_shards_merged_equal_the_unsharded_run() {
-    let dir = temp_dir("shards");
+    let dir = Scratch::new("ci-shards");
     let three = [
         ("matmul", "matmul", "M=16,N=16,K=16"),
         ("relu", "relu", "M=32,N=32"),
@@ -231,7 +219,6 @@ fn two_shards_merged_equal_the_unsharded_run() {
         keys_a.union(&keys_b).cloned().collect::<BTreeSet<_>>(),
         unsharded
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Measures `schedule` of matmul 64³ into `db`.
@@ -293,7 +280,7 @@ fn tune_one_trial(suite: &Path, out: &Path, baseline: &Path, extra: &[&str]) -> 
 
 #[test]
 fn a_schedule_slower_than_the_baseline_fails_the_job_unless_allowed() {
-    let dir = temp_dir("regression");
+    let dir = Scratch::new("ci-regression");
     let suite = suite(&dir, &[("matmul", "matmul", "M=64,N=64,K=64")]);
     let baseline = hand_tiled_baseline(&dir);
 
@@ -324,12 +311,11 @@ fn a_schedule_slower_than_the_baseline_fails_the_job_unless_allowed() {
     let allowed = tune_one_trial(&suite, &allowed_out, &baseline, &["--allow-regression"]);
     assert!(allowed.status.success(), "{}", stderr(&allowed));
     assert_eq!(report(&allowed_out)["workloads"][0]["regressed"], true);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_baseline_that_no_longer_replays_is_held_to_its_recorded_speed() {
-    let dir = temp_dir("stale");
+    let dir = Scratch::new("ci-stale");
     let suite = suite(&dir, &[("matmul", "matmul", "M=64,N=64,K=64")]);
     let baseline = hand_tiled_baseline(&dir);
     // Edit the artifact as a later tessera might read it: steps that no
@@ -361,12 +347,11 @@ fn a_baseline_that_no_longer_replays_is_held_to_its_recorded_speed() {
         "{w}"
     );
     assert_eq!(w["regressed"], true, "{w}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn bad_options_fail_before_anything_is_written() {
-    let dir = temp_dir("options");
+    let dir = Scratch::new("ci-options");
     let suite = suite(&dir, TWO);
     let out = dir.join("out");
     let cases: &[(&[&str], &str)] = &[
@@ -410,5 +395,4 @@ fn bad_options_fail_before_anything_is_written() {
         "{}",
         stderr(&missing)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

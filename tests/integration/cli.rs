@@ -1,15 +1,11 @@
 //! The `tessera` binary: `ops` and `show`, and its errors for bad input.
 
-use std::process::{Command, Output};
+use crate::common;
 
+use std::process::Output;
+
+use common::tessera;
 use tessera::ops;
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -2,6 +2,7 @@
 //! every learner learning a ranking it is given, and model files.
 
 use crate::common;
+use common::Scratch;
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -274,7 +275,7 @@ fn every_learner_learns_a_ranking_and_survives_its_model_file() {
     );
     let train = synthetic(600, 3, 1);
     let test = synthetic(200, 2, 2);
-    let dir = std::env::temp_dir().join(format!("tessera-cost-{}", std::process::id()));
+    let dir = Scratch::new("cost-model-files");
     for name in names {
         let mut learner = new_learner(name).expect("known");
         assert!(learner.predict(test.row(0), FEATURE_LEN).expect("predicts")[0] == 0.0);
@@ -321,7 +322,6 @@ fn every_learner_learns_a_ranking_and_survives_its_model_file() {
     .expect("writes");
     let err = load_model(&old).err().expect("refused");
     assert!(err.to_string().contains("retrain"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn fake_result(cost: Option<f64>) -> MeasureResult {

@@ -4,8 +4,8 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tessera::db::{DbError, Lookup, TuningDb, TuningRecord};
@@ -13,24 +13,10 @@ use tessera::measure::{MeasureErrorKind, MeasureResult, Task};
 use tessera::runtime::host_device;
 use tessera::schedule::{Step, steps_from_json};
 
-use common::{ok_result, other_device};
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
+use common::{Scratch, ok_result, other_device, tessera, tessera_command};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-db-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 fn split_steps(factor: i64) -> Vec<Step> {
@@ -66,7 +52,7 @@ fn fill(db: &mut TuningDb) -> (Task, Task) {
 
 #[test]
 fn db_to_jsonl_to_a_fresh_db_keeps_the_best_records() {
-    let dir = temp_dir("roundtrip");
+    let dir = Scratch::new("db-roundtrip");
     let mut db = TuningDb::open(&dir.join("a.db")).expect("opens");
     let (big, small) = fill(&mut db);
     let log = dir.join("logs/all.jsonl");
@@ -120,7 +106,6 @@ fn db_to_jsonl_to_a_fresh_db_keeps_the_best_records() {
         .expect_err("no match");
     assert!(err.to_string().contains("no-such-device"), "{err}");
     assert!(!dir.join("none.jsonl").exists());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -155,7 +140,7 @@ fn records_of_another_device_or_shape_are_never_an_exact_match() {
 
 #[test]
 fn the_cli_says_what_it_found_instead_of_an_exact_match() {
-    let dir = temp_dir("cli-mismatch");
+    let dir = Scratch::new("db-cli-mismatch");
     let path = dir.join("t.db");
     let mut db = TuningDb::open(&path).expect("opens");
     let task = Task::from_registry("matmul", "M=64,N=64,K=64").expect("task");
@@ -192,7 +177,6 @@ fn the_cli_says_what_it_found_instead_of_an_exact_match() {
         steps_from_json(&text(&out.stdout)).expect("a schedule"),
         steps
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -226,7 +210,7 @@ fn records_that_no_longer_replay_are_reported_and_skipped() {
 
 #[test]
 fn prune_keeps_the_fastest_and_merge_is_idempotent() {
-    let dir = temp_dir("prune-merge");
+    let dir = Scratch::new("db-prune-merge");
     let mut a = TuningDb::open(&dir.join("a.db")).expect("opens");
     fill(&mut a);
     let mut b = TuningDb::open(&dir.join("b.db")).expect("opens");
@@ -241,7 +225,6 @@ fn prune_keeps_the_fastest_and_merge_is_idempotent() {
         let best = a.best(&row.workload.1, &row.device.1, 1).expect("query");
         assert_eq!(best[0].result.median(), row.best_cost);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn good_line() -> String {
@@ -256,7 +239,7 @@ fn good_line() -> String {
 
 #[test]
 fn malformed_logs_are_rejected_with_line_numbers_and_write_nothing() {
-    let dir = temp_dir("malformed");
+    let dir = Scratch::new("db-malformed");
     let good = good_line();
     let truncated = &good[..good.len() / 2];
     let wrong_type = good.replacen("\"costs\":[", "\"costs\":\"fast\",\"was\":[", 1);
@@ -302,12 +285,11 @@ fn malformed_logs_are_rejected_with_line_numbers_and_write_nothing() {
         );
         assert_eq!(text(&out.stderr).lines().count(), 1);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_database_with_a_newer_schema_is_refused_untouched() {
-    let dir = temp_dir("newer");
+    let dir = Scratch::new("db-newer");
     let path = dir.join("future.db");
     {
         let conn = rusqlite::Connection::open(&path).expect("opens");
@@ -339,7 +321,6 @@ fn a_database_with_a_newer_schema_is_refused_untouched() {
         !missing.exists(),
         "a read-only command does not create a database"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn measure_args<'a>(db: &'a str, random: &'a str, seed: &'a str) -> Vec<&'a str> {
@@ -369,12 +350,11 @@ fn measure_args<'a>(db: &'a str, random: &'a str, seed: &'a str) -> Vec<&'a str>
 
 #[test]
 fn two_tuners_write_one_database_at_once() {
-    let dir = temp_dir("concurrent");
+    let dir = Scratch::new("db-concurrent");
     let path = dir.join("shared.db");
     let db = path.to_str().expect("utf-8");
     let spawn = |seed: &str| {
-        Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .args(measure_args(db, "12", seed))
+        tessera_command(&measure_args(db, "12", seed))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -393,7 +373,6 @@ fn two_tuners_write_one_database_at_once() {
             .iter()
             .all(|r| r.result.error_kind == MeasureErrorKind::None)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn count(path: &Path) -> usize {
@@ -408,11 +387,10 @@ fn count(path: &Path) -> usize {
 
 #[test]
 fn a_writer_killed_mid_run_leaves_every_committed_batch() {
-    let dir = temp_dir("killed");
+    let dir = Scratch::new("db-killed");
     let path = dir.join("killed.db");
     let db = path.to_str().expect("utf-8");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(measure_args(db, "3000", "3"))
+    let mut child = tessera_command(&measure_args(db, "3000", "3"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -442,12 +420,11 @@ fn a_writer_killed_mid_run_leaves_every_committed_batch() {
             .iter()
             .all(|r: &TuningRecord| r.validate().is_ok())
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn gzip_logs_and_snapshots_hold_the_same_records() {
-    let dir = temp_dir("gzip");
+    let dir = Scratch::new("db-gzip");
     let mut db = TuningDb::open(&dir.join("a.db")).expect("opens");
     fill(&mut db);
     let (plain, packed) = (dir.join("all.jsonl"), dir.join("all.jsonl.gz"));
@@ -469,5 +446,4 @@ fn gzip_logs_and_snapshots_hold_the_same_records() {
     let copied = TuningDb::open_existing(&copy).expect("the copy opens");
     assert_eq!(copied.list().expect("list"), db.list().expect("list"));
     assert_eq!(copied.count().expect("count"), 12);
-    let _ = std::fs::remove_dir_all(&dir);
 }

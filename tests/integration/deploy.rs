@@ -5,11 +5,12 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::rc::Rc;
 
 use common::{
-    assert_close, ok_result, other_device, random_inputs, reference, split_steps, tiled_steps,
+    Scratch, assert_close, ok_result, other_device, random_inputs, reference, split_steps, tessera,
+    tiled_steps,
 };
 use tessera::db::TuningDb;
 use tessera::deploy::{
@@ -21,13 +22,6 @@ use tessera::runtime::{DeviceDescription, host_device};
 use tessera::schedule::{Step, steps_from_json};
 
 const MATMUL: &str = "M=64,N=64,K=64";
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-deploy-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 /// A database with matmul 64³ on this host (the tiled schedule fastest, a
 /// plain split slower) and matmul 32³ on another device.
@@ -64,7 +58,7 @@ fn fallback(library: &Library, task: &Task) -> FallbackReason {
 
 #[test]
 fn deploy_load_run_equals_the_reference_and_compiles_once() {
-    let dir = temp_dir("roundtrip");
+    let dir = Scratch::new("deploy-roundtrip");
     let (db, task) = tuned_db(&dir);
     let out = dir.join("schedules");
     let report = deploy_to(&db, &out, host_device());
@@ -95,7 +89,7 @@ fn deploy_load_run_equals_the_reference_and_compiles_once() {
 
 #[test]
 fn another_devices_artifacts_are_never_used_and_never_touched() {
-    let dir = temp_dir("device");
+    let dir = Scratch::new("deploy-device");
     let (db, task) = tuned_db(&dir);
     let out = dir.join("schedules");
     deploy_to(&db, &out, &other_device());
@@ -123,7 +117,7 @@ fn another_devices_artifacts_are_never_used_and_never_touched() {
 
 #[test]
 fn another_shape_falls_back_naming_the_tuned_shapes() {
-    let dir = temp_dir("shape");
+    let dir = Scratch::new("deploy-shape");
     let (db, _) = tuned_db(&dir);
     let out = dir.join("schedules");
     deploy_to(&db, &out, host_device());
@@ -142,19 +136,19 @@ fn another_shape_falls_back_naming_the_tuned_shapes() {
 }
 
 /// The artifact file and index of this host's matmul 64³.
-fn deployed(name: &str) -> (PathBuf, PathBuf, PathBuf, Task) {
-    let dir = temp_dir(name);
+fn deployed(name: &str) -> (Scratch, PathBuf, PathBuf, PathBuf, Task) {
+    let dir = Scratch::new(&format!("deploy-{name}"));
     let (db, task) = tuned_db(&dir);
     let out = dir.join("schedules");
     let report = deploy_to(&db, &out, host_device());
     let file = report.workloads[0].file.clone().expect("artifact file");
     let index = device_dir(&out, &host_device().key()).join(INDEX_FILE);
-    (out, file, index, task)
+    (dir, out, file, index, task)
 }
 
 #[test]
 fn an_artifact_tuned_for_another_definition_is_stale() {
-    let (out, file, index_path, task) = deployed("stale-key");
+    let (_dir, out, file, index_path, task) = deployed("stale-key");
     // As if the operator's definition changed after tuning: the stored key
     // is not the DAG's any more, though its readable name still is.
     let old_key = "0".repeat(64);
@@ -173,7 +167,7 @@ fn an_artifact_tuned_for_another_definition_is_stale() {
 
 #[test]
 fn an_artifact_whose_steps_no_longer_apply_is_stale() {
-    let (out, file, _, task) = deployed("stale-steps");
+    let (_dir, out, file, _, task) = deployed("stale-steps");
     let mut artifact = Artifact::read(&file).expect("artifact");
     artifact.steps =
         steps_from_json(r#"[{"kind":"split","stage":"C","iter":"no_such_loop","factors":[4]}]"#)
@@ -188,7 +182,7 @@ fn an_artifact_whose_steps_no_longer_apply_is_stale() {
 
 #[test]
 fn corrupted_artifact_or_index_files_fall_back_with_the_file_named() {
-    let (out, file, index, task) = deployed("corrupt");
+    let (_dir, out, file, index, task) = deployed("corrupt");
     std::fs::write(&file, "{\"schema\": 1, \"steps\": [").expect("write");
     let library = Library::open(&out).expect("library");
     match fallback(&library, &task) {
@@ -206,7 +200,7 @@ fn corrupted_artifact_or_index_files_fall_back_with_the_file_named() {
 
 #[test]
 fn a_faster_existing_artifact_is_kept_unless_forced() {
-    let (out, file, _, _) = deployed("keep");
+    let (_dir, out, file, _, _) = deployed("keep");
     let mut artifact = Artifact::read(&file).expect("artifact");
     artifact.gflops *= 10.0;
     artifact.steps = split_steps(8);
@@ -235,16 +229,9 @@ fn a_faster_existing_artifact_is_kept_unless_forced() {
     );
 }
 
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
 #[test]
 fn the_cli_deploys_and_bench_reports_the_source_and_the_recorded_speed() {
-    let dir = temp_dir("cli");
+    let dir = Scratch::new("deploy-cli");
     let (db, _) = tuned_db(&dir);
     drop(db);
     let db_path = dir.join("tuning.db");
@@ -302,7 +289,7 @@ fn the_cli_deploys_and_bench_reports_the_source_and_the_recorded_speed() {
 
 #[test]
 fn deploy_aot_writes_an_object_a_c_program_links_and_calls() {
-    let dir = temp_dir("aot");
+    let dir = Scratch::new("deploy-aot");
     let (db, task) = tuned_db(&dir);
     drop(db);
     let out = dir.join("schedules");
@@ -385,7 +372,7 @@ int main(void) {{
 
 #[test]
 fn bench_suite_tables_every_workload_with_its_source() {
-    let dir = temp_dir("bench-suite");
+    let dir = Scratch::new("deploy-bench-suite");
     let (db, _) = tuned_db(&dir);
     drop(db);
     let suite = dir.join("suite.json");
@@ -440,7 +427,7 @@ fn bench_suite_tables_every_workload_with_its_source() {
 #[test]
 fn a_users_own_definition_of_the_workload_loads_the_tuned_schedule() {
     use tessera::te::{self, ComputeDag, DType};
-    let dir = temp_dir("own-names");
+    let dir = Scratch::new("deploy-own-names");
     let (db, task) = tuned_db(&dir);
     let out = dir.join("schedules");
     deploy_to(&db, &out, host_device());
@@ -463,7 +450,7 @@ fn a_users_own_definition_of_the_workload_loads_the_tuned_schedule() {
 
 #[test]
 fn deploy_device_selects_another_machines_records_or_all() {
-    let dir = temp_dir("device");
+    let dir = Scratch::new("deploy-device");
     let (db, _) = tuned_db(&dir);
     drop(db);
     let db_arg = dir.join("tuning.db").to_string_lossy().into_owned();

@@ -5,8 +5,12 @@
 //!
 //! These tests need the system C compiler `cc`; without it they fail.
 
-use std::path::{Path, PathBuf};
+use crate::common;
+
+use std::path::Path;
 use std::process::{Command, Output};
+
+use common::Scratch;
 
 use tessera::codegen::{self, CodegenOptions};
 use tessera::deploy::aot::{AotError, RUNTIME_FILE, write_aot};
@@ -14,34 +18,6 @@ use tessera::ops;
 use tessera::schedule::{Annotation, State, Step, steps_from_json};
 use tessera::te::{self, ComputeDag, DType, HostData, HostTensor};
 use tessera::tir::{self, ForKind, PrimFunc, Stmt};
-
-/// A fresh folder under the system temp folder, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path = std::env::temp_dir().join(format!(
-            "tessera-aot-{label}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&path).expect("create the temporary folder");
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        // TESSERA_AOT_KEEP=1 keeps the files for inspection.
-        if std::env::var_os("TESSERA_AOT_KEEP").is_some() {
-            eprintln!("kept {}", self.0.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
 
 /// Runs `command`, failing the test clearly when it cannot be started.
 fn run(command: &mut Command, what: &str) -> Output {
@@ -118,19 +94,19 @@ fn aot_matmul_links_and_matches_a_naive_loop() {
         has_loop(&func, ForKind::Vectorized),
         "a vector loop:\n{func}"
     );
-    let dir = TempDir::new("matmul");
+    let dir = Scratch::new("aot-matmul");
     let description = dag.workload_key().to_string();
     let files = write_aot(
         &func,
         "matmul",
         &description,
-        &dir.0,
+        &dir,
         &CodegenOptions::default(),
     )
     .expect("write_aot");
-    assert_eq!(files.object, dir.0.join("matmul.o"));
-    assert_eq!(files.header, dir.0.join("matmul.h"));
-    assert_eq!(files.runtime, dir.0.join(RUNTIME_FILE));
+    assert_eq!(files.object, dir.join("matmul.o"));
+    assert_eq!(files.header, dir.join("matmul.h"));
+    assert_eq!(files.runtime, dir.join(RUNTIME_FILE));
 
     let object = std::fs::read(&files.object).expect("read the object");
     assert_eq!(&object[..4], b"\x7fELF", "an ELF object");
@@ -160,7 +136,7 @@ fn aot_matmul_links_and_matches_a_naive_loop() {
         );
     }
     // The runtime alone compiles without warnings.
-    let runtime_object = dir.0.join("runtime.o");
+    let runtime_object = dir.join("runtime.o");
     let out = run(
         Command::new("cc")
             .args(["-O2", "-Wall", "-Wextra", "-Werror", "-c"])
@@ -176,8 +152,8 @@ fn aot_matmul_links_and_matches_a_naive_loop() {
     );
 
     let main = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/aot/main.c");
-    let program = dir.0.join("matmul_aot");
-    cc(&dir.0, &[&main, &files.runtime, &files.object], &program);
+    let program = dir.join("matmul_aot");
+    cc(&dir, &[&main, &files.runtime, &files.object], &program);
     // One thread, an uneven split over 3 threads, and the machine's default.
     for threads in [Some("1"), Some("3"), None] {
         let mut command = Command::new(&program);
@@ -299,12 +275,12 @@ fn aot_math_kernel_links_host_functions_and_matches_the_jit() {
         .collect();
     assert_eq!(names, ["x", "y", "u", "v", "p", "q"]);
 
-    let dir = TempDir::new("math");
+    let dir = Scratch::new("aot-math");
     let files = write_aot(
         &func,
         "mathk",
         "f64 math (exp log tanh sigmoid erf pow) and f32 pow",
-        &dir.0,
+        &dir,
         &CodegenOptions::default(),
     )
     .expect("write_aot");
@@ -336,13 +312,13 @@ fn aot_math_kernel_links_host_functions_and_matches_the_jit() {
             other => panic!("unexpected input data {other:?}"),
         }
     }
-    let input_file = dir.0.join("inputs.bin");
-    let output_file = dir.0.join("outputs.bin");
+    let input_file = dir.join("inputs.bin");
+    let output_file = dir.join("outputs.bin");
     std::fs::write(&input_file, &bytes).expect("write the inputs");
-    let main = dir.0.join("main.c");
+    let main = dir.join("main.c");
     std::fs::write(&main, MATH_MAIN).expect("write main.c");
-    let program = dir.0.join("math_aot");
-    cc(&dir.0, &[&main, &files.runtime, &files.object], &program);
+    let program = dir.join("math_aot");
+    cc(&dir, &[&main, &files.runtime, &files.object], &program);
     let out = run(
         Command::new(&program)
             .env("TESSERA_THREADS", "3")
@@ -392,9 +368,9 @@ fn aot_math_kernel_links_host_functions_and_matches_the_jit() {
 #[test]
 fn aot_errors_name_the_path_and_leave_nothing_behind() {
     let (_, func) = tiled_matmul("M=8,N=16,K=4");
-    let dir = TempDir::new("errors");
+    let dir = Scratch::new("aot-errors");
     // A file where the output folder should be.
-    let blocker = dir.0.join("blocker");
+    let blocker = dir.join("blocker");
     std::fs::write(&blocker, b"not a folder").expect("write the blocker");
     let target = blocker.join("out");
     let err = write_aot(&func, "k", "", &target, &CodegenOptions::default())
@@ -405,7 +381,7 @@ fn aot_errors_name_the_path_and_leave_nothing_behind() {
         "the message names the path: {err}"
     );
     // A symbol that is not a C identifier is refused before anything is written.
-    let out = dir.0.join("out");
+    let out = dir.join("out");
     let err = write_aot(&func, "my-kernel", "", &out, &CodegenOptions::default())
         .expect_err("a dash is not allowed");
     assert!(matches!(err, AotError::InvalidSymbol(_)), "{err}");

@@ -6,9 +6,11 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::{assert_close, build, ok_result, random_inputs, reduction_length, reference};
+use common::{
+    Scratch, assert_close, build, ok_result, random_inputs, reduction_length, reference,
+    tessera_command,
+};
 use tessera::codegen::{CodegenOptions, compile};
 use tessera::db::TuningDb;
 use tessera::deploy::{
@@ -210,13 +212,6 @@ fn an_input_also_read_directly_has_no_rewrite_and_asking_is_a_typed_error() {
     check_rewrite("two readers through one copy", &dag, &all, &["A"]);
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-layout-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
 /// Deploys the tensorized dense schedule into `dir/schedules`.
 fn deployed(dir: &Path) -> PathBuf {
     let mut db = TuningDb::open(&dir.join("tuning.db")).expect("db");
@@ -237,7 +232,7 @@ fn deployed(dir: &Path) -> PathBuf {
 
 #[test]
 fn the_library_loads_the_prepacked_kernel_and_verify_checks_it() {
-    let dir = temp_dir("library");
+    let dir = Scratch::new("layout-library");
     let out = deployed(&dir);
     let folder = device_dir(&out, &host_device().key());
     let index = Index::read(&folder.join(INDEX_FILE)).expect("index");
@@ -304,8 +299,7 @@ fn the_library_loads_the_prepacked_kernel_and_verify_checks_it() {
     assert!(matches!(fallback.source, KernelSource::Fallback(_)));
     assert!(fallback.rewrites.is_empty() && fallback.not_rewritten.len() == 1);
 
-    let verified = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["deploy", "--verify"])
+    let verified = tessera_command(&["deploy", "--verify"])
         .arg(&out)
         .output()
         .expect("runs");
@@ -319,12 +313,11 @@ fn the_library_loads_the_prepacked_kernel_and_verify_checks_it() {
         stdout.contains("also with weight laid out ahead of time"),
         "{stdout}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_wrong_layout_rewrite_in_an_artifact_fails_verification() {
-    let dir = temp_dir("verify-bad");
+    let dir = Scratch::new("layout-verify-bad");
     let out = deployed(&dir);
     let folder = device_dir(&out, &host_device().key());
     let index = Index::read(&folder.join(INDEX_FILE)).expect("index");
@@ -336,13 +329,11 @@ fn a_wrong_layout_rewrite_in_an_artifact_fails_verification() {
     }];
     let json = serde_json::to_string_pretty(&artifact).expect("json");
     std::fs::write(&path, json).expect("written");
-    let verified = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["deploy", "--verify"])
+    let verified = tessera_command(&["deploy", "--verify"])
         .arg(&out)
         .output()
         .expect("runs");
     let stdout = String::from_utf8_lossy(&verified.stdout);
     assert_eq!(verified.status.code(), Some(3), "{stdout}");
     assert!(stdout.contains("laid out ahead of time fails"), "{stdout}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,9 +6,8 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-use common::{ok_result, other_device, split_steps, tiled_steps};
+use common::{Scratch, ok_result, other_device, split_steps, tessera, tiled_steps};
 use tessera::db::TuningDb;
 use tessera::deploy::{
     self, Artifact, DeployError, DeployOptions, INDEX_FILE, Index, VerifiedArtifact, VerifyOutcome,
@@ -23,16 +22,6 @@ const GOOD: &str = "M=32,N=32,K=32";
 const BAD_STEPS: &str = "M=32,N=16,K=32";
 const STALE: &str = "M=16,N=32,K=32";
 const CORRUPT: &str = "M=16,N=16,K=16";
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "tessera-deploy-verify-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 fn readable(shape: &str) -> String {
     Task::from_registry("matmul", shape)
@@ -169,7 +158,7 @@ fn break_artifacts(out: &Path) {
 
 #[test]
 fn a_freshly_deployed_folder_verifies() {
-    let dir = temp_dir("fresh");
+    let dir = Scratch::new("deploy-verify-fresh");
     let out = deployed(&dir, &[GOOD, BAD_STEPS]);
     // The aot/ folder of a device folder and a stray aot/ at the root are
     // not device folders.
@@ -219,7 +208,7 @@ fn a_freshly_deployed_folder_verifies() {
 
 #[test]
 fn each_broken_artifact_fails_with_its_own_reason_and_the_good_one_passes() {
-    let dir = temp_dir("broken");
+    let dir = Scratch::new("deploy-verify-broken");
     let out = deployed(&dir, &[GOOD, BAD_STEPS, STALE, CORRUPT]);
     break_artifacts(&out);
     // A folder of artifacts without an index is not silently skipped.
@@ -273,7 +262,7 @@ fn each_broken_artifact_fails_with_its_own_reason_and_the_good_one_passes() {
 
 #[test]
 fn an_artifact_whose_key_is_not_its_index_entrys_fails() {
-    let dir = temp_dir("key");
+    let dir = Scratch::new("deploy-verify-key");
     let out = deployed(&dir, &[GOOD]);
     let file = artifact_file(&out, GOOD);
     let mut artifact = Artifact::read(&file).expect("artifact");
@@ -284,20 +273,13 @@ fn an_artifact_whose_key_is_not_its_index_entrys_fails() {
     assert!(why.contains("not of its index entry"), "{why}");
 }
 
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]
 fn the_cli_verifies_a_good_folder_and_fails_a_bad_one() {
-    let dir = temp_dir("cli");
+    let dir = Scratch::new("deploy-verify-cli");
     let out = deployed(&dir, &[GOOD]);
     let out_arg = out.to_string_lossy().into_owned();
     let run = tessera(&["deploy", "--verify", &out_arg]);
@@ -315,7 +297,7 @@ fn the_cli_verifies_a_good_folder_and_fails_a_bad_one() {
         "{stdout}"
     );
 
-    let dir = temp_dir("cli-bad");
+    let dir = Scratch::new("deploy-verify-cli-bad");
     let out = deployed(&dir, &[GOOD, BAD_STEPS, STALE, CORRUPT]);
     break_artifacts(&out);
     let out_arg = out.to_string_lossy().into_owned();
@@ -365,7 +347,7 @@ fn the_cli_verifies_a_good_folder_and_fails_a_bad_one() {
 
 #[test]
 fn the_cli_verify_json_of_a_good_folder_parses() {
-    let dir = temp_dir("cli-json");
+    let dir = Scratch::new("deploy-verify-cli-json");
     let out = deployed(&dir, &[GOOD]);
     let run = tessera(&["deploy", "--verify", &out.to_string_lossy(), "--json"]);
     assert!(run.status.success(), "{}", text(&run.stderr));
@@ -377,7 +359,7 @@ fn the_cli_verify_json_of_a_good_folder_parses() {
 
 #[test]
 fn the_cli_verify_of_nothing_is_not_found_and_with_deploy_options_a_usage_error() {
-    let dir = temp_dir("cli-empty");
+    let dir = Scratch::new("deploy-verify-cli-empty");
     let empty = dir.join("empty");
     std::fs::create_dir_all(&empty).expect("dir");
     let run = tessera(&["deploy", "--verify", &empty.to_string_lossy()]);

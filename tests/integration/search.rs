@@ -55,6 +55,7 @@ mod tuning {
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
+    use super::common::Scratch;
     use tessera::cost::{LearnedModel, RandomModel, new_learner};
     use tessera::db::TuningDb;
     use tessera::measure::{MeasureOptions, Measurer, Task, TimingOptions};
@@ -151,8 +152,7 @@ mod tuning {
     #[test]
     fn a_second_run_continues_from_the_database() {
         let task = Task::from_registry("matmul", "M=16,N=16,K=16").expect("task");
-        let dir = std::env::temp_dir().join(format!("tessera-resume-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = Scratch::new("search-resume");
         let path = dir.join("t.db");
         let mut db = TuningDb::open(&path).expect("db");
         let first = run(&mut db, &task, 8, 1);
@@ -173,7 +173,6 @@ mod tuning {
             second.best_gflops >= first.best_gflops,
             "the best is over both runs"
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::process::Command;
 
-use common::build;
+use common::{Scratch, build};
 use tessera::schedule::{State, Step, StepErrorKind, steps_from_json};
 use tessera::te::ComputeDag;
 
@@ -293,8 +293,7 @@ fn rfactor_rules() {
 
 #[test]
 fn bad_schedule_files_are_one_line_errors() {
-    let dir = std::env::temp_dir().join(format!("tessera-step-errors-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = Scratch::new("step-errors");
     let cases = [
         ("not json", "[{", "not valid JSON"),
         (
@@ -336,5 +335,4 @@ fn bad_schedule_files_are_one_line_errors() {
     assert!(
         String::from_utf8_lossy(&missing.stderr).contains("cannot read /nonexistent/steps.json")
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

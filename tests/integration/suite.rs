@@ -1,25 +1,14 @@
 //! `tessera tune --suite`: the task scheduler over a suite file, its JSON
 //! summary and plot, and the errors for bad suite files.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use crate::common;
+use common::{Scratch, tessera};
 
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
+use std::path::Path;
+use std::process::Output;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-suite-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -46,7 +35,7 @@ const FAST: &[&str] = &[
 
 #[test]
 fn a_suite_shares_the_budget_and_plots_every_task() {
-    let dir = temp_dir("run");
+    let dir = Scratch::new("suite-run");
     let suite = write(
         &dir,
         "tiny.json",
@@ -112,12 +101,11 @@ fn a_suite_shares_the_budget_and_plots_every_task() {
         );
     }
     assert!(Path::new(&db).exists());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_single_task_plots_its_curve_and_prints_the_plot() {
-    let dir = temp_dir("one");
+    let dir = Scratch::new("suite-one");
     let db = dir.join("t.db").display().to_string();
     let plot = dir.join("one.svg").display().to_string();
     let mut args = vec![
@@ -141,7 +129,6 @@ fn a_single_task_plots_its_curve_and_prints_the_plot() {
     assert!(text.contains(&format!("plot      {plot}")), "{text}");
     let svg = std::fs::read_to_string(&plot).expect("written");
     assert!(svg.contains("relu[M=4,N=4,f32]") && svg.contains("best GFLOP/s"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Exit code 2, nothing on stdout, one line on stderr containing `parts`.
@@ -157,7 +144,7 @@ fn assert_rejected(args: &[&str], parts: &[&str]) {
 
 #[test]
 fn bad_suites_and_options_are_rejected_naming_the_entry() {
-    let dir = temp_dir("bad");
+    let dir = Scratch::new("suite-bad");
     let db = dir.join("t.db").display().to_string();
     let bad_op = write(
         &dir,
@@ -239,5 +226,4 @@ fn bad_suites_and_options_are_rejected_naming_the_entry() {
         &["cannot be used with"],
     );
     assert_rejected(&["tune"], &["required"]);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -487,7 +487,8 @@ fn micro_kernel_run_rejects_bad_regions() {
 // --- the tensorize step ---
 
 use common::{
-    assert_close as assert_tensors_close, build, random_inputs, reduction_length, reference,
+    Scratch, assert_close as assert_tensors_close, build, random_inputs, reduction_length,
+    reference,
 };
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -806,8 +807,7 @@ fn a_deployed_tensorized_artifact_names_its_kernel_and_falls_back_where_the_isa_
     };
     let (mr, nr) = (wide.mr as i64, wide.nr as i64);
     let shape = format!("M={},N={},K=16", mr * 2, nr);
-    let dir = std::env::temp_dir().join(format!("tessera-tensorize-deploy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = Scratch::new("tensorize-deploy");
     let task = Task::from_registry("matmul", &shape).expect("task");
     let steps = direct(mr, nr, None, wide.name);
     let mut db = TuningDb::open(&dir.join("tuning.db")).expect("db");
@@ -852,7 +852,6 @@ fn a_deployed_tensorized_artifact_names_its_kernel_and_falls_back_where_the_isa_
     );
     let got = tuned.kernel.run_host(&inputs).expect("runs");
     assert_tensors_close("tuned", &got, &want, 16);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // --- tensorized sketches of the suite's ops ---
