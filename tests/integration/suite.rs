@@ -142,84 +142,88 @@ fn assert_rejected(args: &[&str], parts: &[&str]) {
     }
 }
 
-#[test]
-fn bad_suites_and_options_are_rejected_naming_the_entry() {
-    let dir = Scratch::new("suite-bad");
-    let db = dir.join("t.db").display().to_string();
-    let bad_op = write(
-        &dir,
-        "bad.json",
-        r#"{"name": "bad", "workloads": [{"label": "a", "op": "relu"}, {"label": "b", "op": "convolve"}]}"#,
-    );
-    let args = ["tune", "--suite", &bad_op, "--db", &db];
-    assert_rejected(
-        &args,
-        &[
+/// A bad suite file: its name, its text, and what the one-line error must say.
+struct BadSuite {
+    file: &'static str,
+    text: &'static str,
+    extra: &'static [&'static str],
+    says: &'static [&'static str],
+}
+
+const BAD_SUITES: &[BadSuite] = &[
+    BadSuite {
+        file: "bad.json",
+        text: r#"{"name": "bad", "workloads": [{"label": "a", "op": "relu"}, {"label": "b", "op": "convolve"}]}"#,
+        extra: &[],
+        says: &[
             "error: suite",
             "bad.json",
             "workload #2 'b'",
             "unknown op 'convolve'",
         ],
-    );
-    assert_eq!(stderr(&tessera(&args)).lines().count(), 1, "one line");
-    let bad_weight = write(
-        &dir,
-        "weight.json",
-        r#"{"name": "w", "workloads": [{"label": "a", "op": "relu", "weight": 0}]}"#,
-    );
-    assert_rejected(
-        &["tune", "--suite", &bad_weight, "--db", &db],
-        &["workload #1 'a'", "weight 0"],
-    );
-    let dup = write(
-        &dir,
-        "dup.json",
-        r#"{"name": "d", "workloads": [{"label": "a", "op": "relu"}, {"label": "a", "op": "gelu", "shape": "M=0"}]}"#,
-    );
-    assert_rejected(
-        &["tune", "--suite", &dup, "--db", &db],
-        &["workload #2 'a'", "duplicate label"],
-    );
-    let bad_shape = write(
-        &dir,
-        "shape.json",
-        r#"{"name": "s", "workloads": [{"label": "g", "op": "group_conv2d", "shape": "C=6,K=8,groups=4"}]}"#,
-    );
-    assert_rejected(
-        &["tune", "--suite", &bad_shape, "--db", &db],
-        &["workload #1 'g'", "groups=4 must divide"],
-    );
-    let not_json = write(&dir, "broken.json", "{\"name\": \"x\",\n \"workloads\": [}");
-    assert_rejected(
-        &["tune", "--suite", &not_json, "--db", &db],
-        &["broken.json", "line 2"],
-    );
+    },
+    BadSuite {
+        file: "weight.json",
+        text: r#"{"name": "w", "workloads": [{"label": "a", "op": "relu", "weight": 0}]}"#,
+        extra: &[],
+        says: &["workload #1 'a'", "weight 0"],
+    },
+    BadSuite {
+        file: "dup.json",
+        text: r#"{"name": "d", "workloads": [{"label": "a", "op": "relu"}, {"label": "a", "op": "gelu", "shape": "M=0"}]}"#,
+        extra: &[],
+        says: &["workload #2 'a'", "duplicate label"],
+    },
+    BadSuite {
+        file: "shape.json",
+        text: r#"{"name": "s", "workloads": [{"label": "g", "op": "group_conv2d", "shape": "C=6,K=8,groups=4"}]}"#,
+        extra: &[],
+        says: &["workload #1 'g'", "groups=4 must divide"],
+    },
+    BadSuite {
+        file: "broken.json",
+        text: "{\"name\": \"x\",\n \"workloads\": [}",
+        extra: &[],
+        says: &["broken.json", "line 2"],
+    },
+    BadSuite {
+        file: "two.json",
+        text: TWO_WORKLOADS,
+        extra: &["--trials", "1"],
+        says: &["--trials 1 is less than the 2 workloads"],
+    },
+    BadSuite {
+        file: "two.json",
+        text: TWO_WORKLOADS,
+        extra: &["--plot", "/nonexistent/x.svg"],
+        says: &["--plot"],
+    },
+];
+
+const TWO_WORKLOADS: &str =
+    r#"{"name": "two", "workloads": [{"label": "a", "op": "relu"}, {"label": "b", "op": "gelu"}]}"#;
+
+#[test]
+fn bad_suites_and_options_are_rejected_naming_the_entry() {
+    let dir = Scratch::new("suite-bad");
+    let db = dir.join("t.db").display().to_string();
+    for case in BAD_SUITES {
+        let suite = write(&dir, case.file, case.text);
+        let mut args = vec!["tune", "--suite", &suite, "--db", &db];
+        args.extend_from_slice(case.extra);
+        assert_rejected(&args, case.says);
+        assert_eq!(
+            stderr(&tessera(&args)).lines().count(),
+            1,
+            "one line: {args:?}"
+        );
+    }
     assert_rejected(
         &["tune", "--suite", "/nonexistent/s.json"],
         &["cannot read suite /nonexistent/s.json"],
     );
-    let two = write(
-        &dir,
-        "two.json",
-        r#"{"name": "two", "workloads": [{"label": "a", "op": "relu"}, {"label": "b", "op": "gelu"}]}"#,
-    );
-    assert_rejected(
-        &["tune", "--suite", &two, "--trials", "1", "--db", &db],
-        &["--trials 1 is less than the 2 workloads"],
-    );
-    assert_rejected(
-        &[
-            "tune",
-            "--suite",
-            &two,
-            "--plot",
-            "/nonexistent/x.svg",
-            "--db",
-            &db,
-        ],
-        &["--plot"],
-    );
     // --suite replaces the op and its shape; one of the two is required.
+    let two = write(&dir, "two.json", TWO_WORKLOADS);
     assert_rejected(&["tune", "relu", "--suite", &two], &["cannot be used with"]);
     assert_rejected(
         &["tune", "--suite", &two, "--shape", "M=4"],
