@@ -10,7 +10,6 @@ mod infer;
 pub mod plot;
 pub mod scheduler;
 pub mod sketch;
-mod sketch_tensorize;
 pub mod suite;
 pub mod tuner;
 

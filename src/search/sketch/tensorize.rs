@@ -15,7 +15,8 @@ use crate::runtime::ukernels::{self, MicroKernel};
 use crate::schedule::Step;
 use crate::te::{BinOp, ComputeOp, DType, ExprKind, Var};
 
-use super::sketch::{AnnotationSite, SketchStep, TileRole};
+use super::stage::{Stage, uses};
+use super::{Condition, SketchRule, SketchStep, TileRole, Variant, VariantKind, site};
 
 /// Kernels offered per stage (the best fitting ones).
 pub const KERNELS_PER_STAGE: usize = 3;
@@ -36,11 +37,6 @@ struct GemmShape {
     /// Operands computed by other stages, which must be buffers (at the
     /// root), not inlined, for the kernel to read them.
     materialize: Vec<String>,
-}
-
-fn uses(idx: &[crate::te::Expr], axis: &Var) -> bool {
-    idx.iter()
-        .any(|i| i.any(&mut |e| matches!(e.kind(), ExprKind::Var(v) if v.id() == axis.id())))
 }
 
 /// The coefficient of `axis` in `e` when `e` is linear in it.
@@ -152,11 +148,8 @@ fn fitting_kernels(m: i64, n: i64) -> Vec<(&'static MicroKernel, i64, i64)> {
     fits.into_iter().map(|(k, mt, nt, _)| (k, mt, nt)).collect()
 }
 
-/// A variant: (rule name, steps, annotation sites).
-pub(super) type Variant = (String, Vec<SketchStep>, Vec<AnnotationSite>);
-
 /// Where the tensorized stage's tiles are computed.
-pub(super) enum Host<'a> {
+enum Host<'a> {
     /// In a cache-write stage `<stage>.local`, computed per tile of the stage.
     CacheWrite,
     /// Directly, per tile of its elementwise consumer `name`, whose axes
@@ -171,12 +164,7 @@ pub(super) enum Host<'a> {
 
 /// The tensorized sketches of stage `stage` computing `op` (none when it is
 /// not GEMM-shaped or no kernel runs here).
-pub(super) fn tensorize_variants(
-    stage: &str,
-    op: &ComputeOp,
-    host: &Host,
-    site: &dyn Fn(&str, bool, bool, bool) -> AnnotationSite,
-) -> Vec<Variant> {
+fn tensorize_variants(stage: &str, op: &ComputeOp, host: &Host) -> Vec<Variant> {
     let Some(g) = gemm_shape(op) else {
         return Vec::new();
     };
@@ -276,7 +264,7 @@ pub(super) fn tensorize_variants(
                 intrinsic: kernel.name.to_string(),
             }));
             let mut sites = vec![site(&host_stage, true, true, false)];
-            let mut name = format!("{stage}:tensorize({})", kernel.name);
+            let mut packing = None;
             if pack {
                 let packed = format!("{}.local", g.b_operand);
                 steps.push(SketchStep::Fixed(Step::CacheRead {
@@ -290,15 +278,78 @@ pub(super) fn tensorize_variants(
                     iter: format!("{hn}.0"),
                 }));
                 sites.push(site(&packed, false, true, false));
-                let how = if g.b_layout.is_some() {
-                    "pack_transposed"
-                } else {
-                    "pack"
-                };
-                name.push_str(&format!("+{how}({})", g.b_operand));
+                packing = Some(Packing {
+                    operand: g.b_operand.clone(),
+                    transposed: g.b_layout.is_some(),
+                });
             }
-            variants.push((name, steps, sites));
+            variants.push(Variant {
+                stage: stage.to_string(),
+                kind: VariantKind::Tensorize {
+                    kernel: kernel.name,
+                    packing,
+                },
+                steps,
+                sites,
+            });
         }
     }
     variants
+}
+
+/// How a tensorized sketch packs its B operand into panels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Packing {
+    /// The packed operand.
+    pub operand: String,
+    /// Whether the panel is B transposed (B not contiguous along n).
+    pub transposed: bool,
+}
+
+/// Where the [`Tensorize`] rule computes the micro-kernel's tiles.
+pub(super) enum TensorizeInto {
+    /// Per tile of the stage's fusible elementwise consumer; the last rule
+    /// of a fused stage (no cache write, no plain tiling after it).
+    FusedConsumer,
+    /// Per tile of a cache-write stage `<stage>.local`.
+    CacheWrite,
+}
+
+/// The tensorize rule: micro-kernel sketches of a GEMM-shaped reduction
+/// with data reuse (none when no kernel runs here).
+pub(super) struct Tensorize {
+    /// The stage that hosts the tensorized tiles.
+    pub into: TensorizeInto,
+}
+
+impl SketchRule for Tensorize {
+    fn name(&self) -> &'static str {
+        match self.into {
+            TensorizeInto::FusedConsumer => "tensorize_into_fused_consumer",
+            TensorizeInto::CacheWrite => "tensorize_into_cache_write",
+        }
+    }
+
+    fn condition(&self, stage: &Stage) -> Condition {
+        match self.into {
+            TensorizeInto::FusedConsumer => {
+                Condition::ApplyAndSkipRest.when(stage.fusible_consumer.is_some())
+            }
+            TensorizeInto::CacheWrite => {
+                Condition::Apply.when(stage.has_data_reuse() && gemm_shape(&stage.op).is_some())
+            }
+        }
+    }
+
+    fn apply(&self, stage: &Stage) -> Vec<Variant> {
+        let host = match (&self.into, &stage.fusible_consumer) {
+            (TensorizeInto::CacheWrite, _) => Host::CacheWrite,
+            (TensorizeInto::FusedConsumer, Some(consumer)) => Host::Consumer {
+                name: &consumer.name,
+                axes: consumer.axes.clone(),
+            },
+            (TensorizeInto::FusedConsumer, None) => return Vec::new(),
+        };
+        tensorize_variants(&stage.name, &stage.op, &host)
+    }
 }

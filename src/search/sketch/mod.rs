@@ -1,0 +1,224 @@
+//! Sketch generation: derivation rules over the DAG's stages, as in Ansor
+//! for CPU. A sketch fixes the structure of a schedule (which stages are
+//! inlined, which are tiled and how deep, cache-write stages, fusion of a
+//! consumer, rfactor) and leaves the numbers — tile sizes, how many loops
+//! run in parallel, vectorization, unrolling — to annotation.
+//!
+//! Each rule says of a stage whether it is skipped, applies, or applies and
+//! ends the stage's list; applied, it gives the stage's alternatives
+//! ([`Variant`]s). [`RULES`] holds them in the order they are tried, top to
+//! bottom; the sketches are the product of the stages' alternatives.
+
+mod cache_write;
+mod combine;
+mod definition;
+mod inline;
+mod rfactor;
+mod simple;
+mod stage;
+mod tensorize;
+#[cfg(test)]
+mod tests;
+mod tiling;
+
+use std::fmt;
+
+use crate::te::ComputeDag;
+
+pub use definition::{AnnotationSite, Sketch, SketchStep, TileRole};
+
+use cache_write::{MultiLevelTilingWithCacheWrite, MultiLevelTilingWithPacking};
+use definition::{site, tile_consumer_site};
+use inline::{AlwaysInline, InlinePadding};
+use rfactor::Rfactor;
+use simple::Simple;
+use stage::{Stage, stages_of};
+use tensorize::{Packing, Tensorize, TensorizeInto};
+use tiling::{MultiLevelTiling, MultiLevelTilingWithFusion};
+
+/// Most sketches generated for one DAG.
+pub const MAX_SKETCHES: usize = 16;
+
+/// What a rule does with a stage (Ansor's `ConditionKind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Condition {
+    /// The rule does not apply; the next one is tried.
+    Skip,
+    /// The rule adds its alternatives; the next one is tried.
+    Apply,
+    /// The rule adds its alternatives, and the stage's list ends here.
+    ApplyAndSkipRest,
+}
+
+impl Condition {
+    /// This condition when `holds`, else [`Condition::Skip`].
+    fn when(self, holds: bool) -> Condition {
+        if holds { self } else { Condition::Skip }
+    }
+}
+
+/// A derivation rule (Ansor's `SketchGenerationRule`): when it applies to a
+/// stage, and the alternatives it then gives the stage.
+trait SketchRule: Sync {
+    /// The rule's name (snake case), as [`rule_names`] lists it.
+    fn name(&self) -> &'static str;
+    /// Whether the rule applies to `stage`, and whether the rules after it
+    /// are still tried.
+    fn condition(&self, stage: &Stage) -> Condition;
+    /// The stage's alternatives from this rule (possibly none: no
+    /// micro-kernel runs here, no loop to tile).
+    fn apply(&self, stage: &Stage) -> Vec<Variant>;
+}
+
+/// The rules, in the order they are tried on each stage.
+static RULES: &[&dyn SketchRule] = &[
+    // Elementwise, no select: inlined, nothing else.
+    &AlwaysInline,
+    // Padding: inlined, or computed at the root by a later rule.
+    &InlinePadding,
+    // A reduction with data reuse whose only consumer is elementwise:
+    // tiled inside the consumer's tiles, or tensorized there; nothing else.
+    &MultiLevelTilingWithFusion,
+    &Tensorize {
+        into: TensorizeInto::FusedConsumer,
+    },
+    // Any other reduction with data reuse: tiled in a cache-write stage
+    // (with a reused input packed, or not), tensorized there, or tiled at
+    // the root; nothing else.
+    &MultiLevelTilingWithPacking,
+    &MultiLevelTilingWithCacheWrite,
+    &Tensorize {
+        into: TensorizeInto::CacheWrite,
+    },
+    &MultiLevelTiling,
+    // A reduction with little parallelism and a long reduction: rfactor.
+    &Rfactor,
+    // Every stage left: at the root, innermost axis split for vectors.
+    &Simple,
+];
+
+/// The names of the sketch rules, in the order they are tried on each stage.
+pub fn rule_names() -> Vec<&'static str> {
+    RULES.iter().map(|rule| rule.name()).collect()
+}
+
+/// One alternative of one stage: the steps it adds to a sketch and the
+/// sites it gives annotation.
+#[derive(Clone, Debug, PartialEq)]
+struct Variant {
+    /// The stage the rule scheduled.
+    stage: String,
+    /// What the rule made of it.
+    kind: VariantKind,
+    /// The steps.
+    steps: Vec<SketchStep>,
+    /// Where annotation decides parallel / vectorize / unroll.
+    sites: Vec<AnnotationSite>,
+}
+
+/// What a variant makes of its stage; printed as the part of a sketch's
+/// name after `<stage>:` (e.g. `tile+cache_write`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum VariantKind {
+    /// Computed in its consumers.
+    Inline,
+    /// Tiled inside the tiles of its elementwise consumer `consumer`.
+    TileWithFusion {
+        /// The fused consumer.
+        consumer: String,
+    },
+    /// Tiled in a cache-write stage.
+    TileWithCacheWrite,
+    /// Tiled in a cache-write stage, `input` packed into a local buffer.
+    TileWithPacking {
+        /// The packed input.
+        input: String,
+    },
+    /// Tiled at the root.
+    Tile,
+    /// Its register tile computed by the micro-kernel `kernel`.
+    Tensorize {
+        /// The micro-kernel's name.
+        kernel: &'static str,
+        /// How its B operand is packed, if it is.
+        packing: Option<Packing>,
+    },
+    /// Its reduction factored into a parallel stage.
+    Rfactor,
+    /// At the root, innermost axis split for vectorization.
+    Simple,
+}
+
+impl fmt::Display for VariantKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VariantKind::Inline => write!(f, "inline"),
+            VariantKind::TileWithFusion { consumer } => write!(f, "tile+fuse({consumer})"),
+            VariantKind::TileWithCacheWrite => write!(f, "tile+cache_write"),
+            VariantKind::TileWithPacking { input } => write!(f, "tile+cache_write+pack({input})"),
+            VariantKind::Tile => write!(f, "tile"),
+            VariantKind::Tensorize { kernel, packing } => {
+                write!(f, "tensorize({kernel})")?;
+                match packing {
+                    Some(Packing {
+                        operand,
+                        transposed: false,
+                    }) => write!(f, "+pack({operand})"),
+                    Some(Packing {
+                        operand,
+                        transposed: true,
+                    }) => write!(f, "+pack_transposed({operand})"),
+                    None => Ok(()),
+                }
+            }
+            VariantKind::Rfactor => write!(f, "rfactor"),
+            VariantKind::Simple => write!(f, "simple"),
+        }
+    }
+}
+
+impl Variant {
+    /// Its part of a sketch's name: `<stage>:<kind>`.
+    fn name(&self) -> String {
+        format!("{}:{}", self.stage, self.kind)
+    }
+}
+
+/// The alternatives `rules` give `stage`, walking them in order.
+fn variants_of(stage: &Stage, rules: &[&dyn SketchRule]) -> Vec<Variant> {
+    let mut variants = Vec::new();
+    for rule in rules {
+        let condition = rule.condition(stage);
+        if condition != Condition::Skip {
+            variants.extend(rule.apply(stage));
+        }
+        if condition == Condition::ApplyAndSkipRest {
+            break;
+        }
+    }
+    variants
+}
+
+/// The sketches of `dag`.
+pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
+    let stages = stages_of(dag);
+    let mut per_stage: Vec<Vec<Variant>> = stages
+        .iter()
+        .map(|stage| variants_of(stage, RULES))
+        .collect();
+    // A consumer fused by its producer keeps only that role.
+    let fused: Vec<String> = per_stage
+        .iter()
+        .flatten()
+        .filter_map(|variant| match &variant.kind {
+            VariantKind::TileWithFusion { consumer } => Some(consumer.clone()),
+            _ => None,
+        })
+        .collect();
+    for (stage, variants) in stages.iter().zip(per_stage.iter_mut()) {
+        if fused.contains(&stage.name) {
+            variants.clear();
+        }
+    }
+    combine::combine(per_stage)
+}

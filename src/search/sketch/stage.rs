@@ -1,0 +1,219 @@
+//! The stages as the sketch rules see them: each compute stage of the DAG
+//! with what its rules ask about it — is it inlinable, does its reduction
+//! reuse data, which inputs would packing copy, and which elementwise
+//! consumer tiling with fusion would take over.
+
+use crate::te::{ComputeDag, ComputeOp, Expr, ExprKind, Tensor, Var};
+
+/// One compute stage and the facts the rules' conditions read.
+pub(super) struct Stage {
+    /// The stage's name.
+    pub name: String,
+    /// What it computes.
+    pub op: ComputeOp,
+    /// Whether it is an output of the DAG.
+    pub is_output: bool,
+    /// Its only effective consumer, when that is an elementwise output
+    /// over the same axes reading it elementwise (bias + ReLU after dense)
+    /// and the stage is a reduction with data reuse: tiling with fusion
+    /// computes the stage per tile of it.
+    pub fusible_consumer: Option<FusibleConsumer>,
+}
+
+/// The consumer that tiling with fusion schedules together with its producer.
+pub(super) struct FusibleConsumer {
+    /// Its name.
+    pub name: String,
+    /// Its axis names, in order (one to one with the producer's axes).
+    pub axes: Vec<String>,
+}
+
+impl Stage {
+    /// Elementwise, not an output, and calling no math intrinsic: its
+    /// consumers may compute it in place (always, or as an alternative).
+    pub fn inlinable(&self) -> bool {
+        self.op.reduction().is_none() && !self.is_output && !calls_intrinsic(&self.op)
+    }
+
+    /// Whether its body selects (padding): inlined, the select would run in
+    /// its consumer's innermost loop, so computing it at the root is tried too.
+    pub fn has_select(&self) -> bool {
+        self.op
+            .body
+            .any(&mut |e| matches!(e.kind(), ExprKind::Select { .. }))
+    }
+
+    /// A reduction some of whose reads ignore an output axis: tiling reuses them.
+    pub fn has_data_reuse(&self) -> bool {
+        self.op.reduction().is_some()
+            && reads_of(&self.op)
+                .iter()
+                .any(|(_, idx)| misses_an_axis(&self.op, idx))
+    }
+
+    /// The spatial axes, (name, extent), in order.
+    pub fn spatial_axes(&self) -> Vec<(String, i64)> {
+        self.op
+            .axes
+            .iter()
+            .map(|a| (a.name().to_string(), a.extent()))
+            .collect()
+    }
+
+    /// The reduction axes, (name, extent), in order (none for a non-reduction).
+    pub fn reduce_axes(&self) -> Vec<(String, i64)> {
+        self.op
+            .reduction()
+            .map(|r| {
+                r.axes
+                    .iter()
+                    .map(|a| (a.name().to_string(), a.extent()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Inputs (placeholders) that the stage reads at indices missing one of
+    /// its spatial axes (each element is reused, so packing them pays), with
+    /// the spatial axes their indices do use.
+    pub fn packable_inputs(&self) -> Vec<(String, Vec<String>)> {
+        let op = &self.op;
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for (t, idx) in reads_of(op) {
+            if t.compute_op().is_none()
+                && misses_an_axis(op, &idx)
+                && !out.iter().any(|(n, _)| n == t.name())
+            {
+                let used = op
+                    .axes
+                    .iter()
+                    .filter(|axis| uses(&idx, axis))
+                    .map(|axis| axis.name().to_string())
+                    .collect();
+                out.push((t.name().to_string(), used));
+            }
+        }
+        out
+    }
+}
+
+/// The compute stages of `dag`, in DAG order.
+pub(super) fn stages_of(dag: &ComputeDag) -> Vec<Stage> {
+    let tensors: Vec<Tensor> = dag
+        .stages()
+        .iter()
+        .filter(|t| t.compute_op().is_some())
+        .cloned()
+        .collect();
+    let mut stages: Vec<Stage> = tensors
+        .iter()
+        .filter_map(|t| {
+            Some(Stage {
+                name: t.name().to_string(),
+                op: t.compute_op()?.clone(),
+                is_output: dag.outputs().contains(&t),
+                fusible_consumer: None,
+            })
+        })
+        .collect();
+    let consumers: Vec<Vec<usize>> = (0..stages.len())
+        .map(|i| {
+            (0..stages.len())
+                .filter(|&j| {
+                    j != i
+                        && reads_of(&stages[j].op)
+                            .iter()
+                            .any(|(t, _)| *t == tensors[i])
+                })
+                .collect()
+        })
+        .collect();
+    // Consumers through always-inlined stages: the effective readers of
+    // each stage, and whether every link reads its producer elementwise.
+    let effective_consumers = |i: usize| -> Vec<(usize, bool)> {
+        let mut out: Vec<(usize, bool)> = Vec::new();
+        let mut stack: Vec<(usize, usize, bool)> =
+            consumers[i].iter().map(|&c| (i, c, true)).collect();
+        while let Some((from, c, identity)) = stack.pop() {
+            let identity = identity
+                && tensors[c].shape() == tensors[from].shape()
+                && reads_identity(&stages[c].op, &tensors[from]);
+            if stages[c].inlinable() && !stages[c].has_select() {
+                stack.extend(consumers[c].iter().map(|&n| (c, n, identity)));
+            } else if !out.iter().any(|(o, _)| *o == c) {
+                out.push((c, identity));
+            }
+        }
+        out
+    };
+    let fusible: Vec<Option<FusibleConsumer>> = (0..stages.len())
+        .map(|i| {
+            if !stages[i].has_data_reuse() {
+                return None;
+            }
+            match effective_consumers(i).as_slice() {
+                [(c, true)] if stages[*c].is_output && stages[*c].op.reduction().is_none() => {
+                    Some(FusibleConsumer {
+                        name: stages[*c].name.clone(),
+                        axes: stages[*c]
+                            .op
+                            .axes
+                            .iter()
+                            .map(|a| a.name().to_string())
+                            .collect(),
+                    })
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    for (stage, consumer) in stages.iter_mut().zip(fusible) {
+        stage.fusible_consumer = consumer;
+    }
+    stages
+}
+
+fn reads_of(op: &ComputeOp) -> Vec<(Tensor, Vec<Expr>)> {
+    let mut out = Vec::new();
+    op.body.visit(&mut |e| {
+        if let ExprKind::Read(t, idx) = e.kind() {
+            out.push((t.clone(), idx.clone()));
+        }
+    });
+    out
+}
+
+fn calls_intrinsic(op: &ComputeOp) -> bool {
+    op.body.any(&mut |e| matches!(e.kind(), ExprKind::Call(..)))
+}
+
+/// Whether the indices `idx` ignore one of `op`'s spatial axes (of extent
+/// > 1): every element read is then reused across that axis.
+fn misses_an_axis(op: &ComputeOp, idx: &[Expr]) -> bool {
+    op.axes
+        .iter()
+        .filter(|a| a.extent() > 1)
+        .any(|axis| !uses(idx, axis))
+}
+
+/// Whether any of the indices `idx` mentions `axis`.
+pub(super) fn uses(idx: &[Expr], axis: &Var) -> bool {
+    idx.iter()
+        .any(|i| i.any(&mut |e| matches!(e.kind(), ExprKind::Var(v) if v.id() == axis.id())))
+}
+
+/// Reads `producer` at exactly its own axes, in order (an elementwise use).
+fn reads_identity(consumer: &ComputeOp, producer: &Tensor) -> bool {
+    let reads: Vec<_> = reads_of(consumer)
+        .into_iter()
+        .filter(|(t, _)| t == producer)
+        .collect();
+    !reads.is_empty()
+        && reads.iter().all(|(_, idx)| {
+            idx.len() == consumer.axes.len()
+                && idx
+                    .iter()
+                    .zip(&consumer.axes)
+                    .all(|(i, a)| matches!(i.kind(), ExprKind::Var(v) if v.id() == a.id()))
+        })
+}

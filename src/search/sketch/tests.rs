@@ -1,0 +1,319 @@
+//! Tests of sketch generation: the rule list (order, conditions, a rule
+//! that ends a stage's list) and the sketches it makes.
+
+use super::*;
+use crate::ops;
+use crate::schedule::Step;
+
+fn sketches_of(op: &str, shape: &str) -> Vec<Sketch> {
+    generate_sketches(&dag_of(op, shape))
+}
+
+fn dag_of(op: &str, shape: &str) -> ComputeDag {
+    let spec = ops::find(op).expect("registered");
+    spec.build(&spec.parse_shape(shape).expect("shape"))
+        .expect("dag")
+}
+
+fn stage_of(op: &str, shape: &str, name: &str) -> Stage {
+    stages_of(&dag_of(op, shape))
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("{op} has no stage {name}"))
+}
+
+fn matmul_sketches() -> Vec<Sketch> {
+    sketches_of("matmul", "M=64,N=64,K=64")
+}
+
+/// Each rule's condition on `stage`, by rule name.
+fn conditions(stage: &Stage) -> Vec<(&'static str, Condition)> {
+    RULES
+        .iter()
+        .map(|rule| (rule.name(), rule.condition(stage)))
+        .filter(|(_, c)| *c != Condition::Skip)
+        .collect()
+}
+
+#[test]
+fn the_rules_are_tried_in_ansors_order() {
+    assert_eq!(
+        rule_names(),
+        [
+            "always_inline",
+            "inline_padding",
+            "multi_level_tiling_with_fusion",
+            "tensorize_into_fused_consumer",
+            "multi_level_tiling_with_packing",
+            "multi_level_tiling_with_cache_write",
+            "tensorize_into_cache_write",
+            "multi_level_tiling",
+            "rfactor",
+            "simple",
+        ]
+    );
+}
+
+#[test]
+fn each_kind_of_stage_meets_the_conditions_of_its_rules() {
+    use Condition::{Apply, ApplyAndSkipRest};
+    let matmul = stage_of("matmul", "M=64,N=64,K=64", "C");
+    assert_eq!(
+        conditions(&matmul),
+        [
+            ("multi_level_tiling_with_packing", Apply),
+            ("multi_level_tiling_with_cache_write", Apply),
+            ("tensorize_into_cache_write", Apply),
+            ("multi_level_tiling", ApplyAndSkipRest),
+            ("simple", Apply),
+        ]
+    );
+    let dense = stage_of("dense_bias_relu", "M=8,N=16,K=16", "dense");
+    assert_eq!(
+        conditions(&dense)[..2],
+        [
+            ("multi_level_tiling_with_fusion", Apply),
+            ("tensorize_into_fused_consumer", ApplyAndSkipRest),
+        ]
+    );
+    let bias = stage_of("dense_bias_relu", "M=8,N=16,K=16", "bias_add");
+    assert_eq!(
+        conditions(&bias),
+        [("always_inline", ApplyAndSkipRest), ("simple", Apply)]
+    );
+    let shape = "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=1,pad=1";
+    let pad = stage_of("conv2d", shape, "pad");
+    assert_eq!(
+        conditions(&pad),
+        [("inline_padding", Apply), ("simple", Apply)]
+    );
+    let sum_squares = stage_of("norm", "B=1,M=32,N=32", "sum_squares");
+    assert_eq!(
+        conditions(&sum_squares),
+        [("rfactor", Apply), ("simple", Apply)]
+    );
+}
+
+/// A rule that meets `condition` on every stage and gives one variant
+/// named after itself.
+struct Fixed(&'static str, Condition);
+
+impl SketchRule for Fixed {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+
+    fn condition(&self, _stage: &Stage) -> Condition {
+        self.1
+    }
+
+    fn apply(&self, _stage: &Stage) -> Vec<Variant> {
+        assert_ne!(
+            self.1,
+            Condition::Skip,
+            "{}: a skipped rule applied",
+            self.0
+        );
+        vec![Variant {
+            stage: self.0.to_string(),
+            kind: VariantKind::Simple,
+            steps: Vec::new(),
+            sites: Vec::new(),
+        }]
+    }
+}
+
+#[test]
+fn a_rule_that_applies_and_skips_the_rest_ends_the_stages_list() {
+    let stage = stage_of("relu", "M=32,N=32", "relu");
+    let rules: [&dyn SketchRule; 5] = [
+        &Fixed("first", Condition::Apply),
+        &Fixed("skipped", Condition::Skip),
+        &Fixed("second", Condition::Apply),
+        &Fixed("last", Condition::ApplyAndSkipRest),
+        &Fixed("never", Condition::Apply),
+    ];
+    let stages: Vec<String> = variants_of(&stage, &rules)
+        .into_iter()
+        .map(|v| v.stage)
+        .collect();
+    assert_eq!(stages, ["first", "second", "last"]);
+    // In the real list: an always-inlined stage gets no simple schedule,
+    // and a fused stage no cache write and no plain tiling.
+    let bias = stage_of("dense_bias_relu", "M=8,N=16,K=16", "bias_add");
+    let kinds: Vec<VariantKind> = variants_of(&bias, RULES)
+        .into_iter()
+        .map(|v| v.kind)
+        .collect();
+    assert_eq!(kinds, [VariantKind::Inline]);
+    let dense = stage_of("dense_bias_relu", "M=8,N=16,K=16", "dense");
+    let variants = variants_of(&dense, RULES);
+    assert_eq!(
+        variants[0].kind,
+        VariantKind::TileWithFusion {
+            consumer: "relu".into()
+        }
+    );
+    assert!(
+        variants[1..]
+            .iter()
+            .all(|v| matches!(v.kind, VariantKind::Tensorize { .. }))
+    );
+}
+
+#[test]
+fn a_fused_consumer_is_scheduled_only_by_its_producer() {
+    let sketches = sketches_of("dense_bias_relu", "M=8,N=16,K=16");
+    assert_eq!(sketches[0].name, "bias_add:inline dense:tile+fuse(relu)");
+    assert!(sketches.iter().all(|s| !s.name.contains("relu:")));
+}
+
+#[test]
+fn variant_kinds_print_as_the_names_recorded_so_far() {
+    let variant = |kind| Variant {
+        stage: "C".into(),
+        kind,
+        steps: Vec::new(),
+        sites: Vec::new(),
+    };
+    let packed = |transposed| VariantKind::Tensorize {
+        kernel: "avx2_6x16",
+        packing: Some(Packing {
+            operand: "B".into(),
+            transposed,
+        }),
+    };
+    let names: Vec<String> = [
+        VariantKind::Inline,
+        VariantKind::TileWithFusion {
+            consumer: "relu".into(),
+        },
+        VariantKind::TileWithCacheWrite,
+        VariantKind::TileWithPacking { input: "A".into() },
+        VariantKind::Tile,
+        VariantKind::Tensorize {
+            kernel: "avx2_6x16",
+            packing: None,
+        },
+        packed(false),
+        packed(true),
+        VariantKind::Rfactor,
+        VariantKind::Simple,
+    ]
+    .into_iter()
+    .map(|kind| variant(kind).name())
+    .collect();
+    assert_eq!(
+        names,
+        [
+            "C:inline",
+            "C:tile+fuse(relu)",
+            "C:tile+cache_write",
+            "C:tile+cache_write+pack(A)",
+            "C:tile",
+            "C:tensorize(avx2_6x16)",
+            "C:tensorize(avx2_6x16)+pack(B)",
+            "C:tensorize(avx2_6x16)+pack_transposed(B)",
+            "C:rfactor",
+            "C:simple",
+        ]
+    );
+}
+fn fixed(sketch: &Sketch) -> Vec<&Step> {
+    sketch
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            SketchStep::Fixed(step) => Some(step),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_packed_operand_is_computed_at_the_outermost_loops_it_depends_on() {
+    let sketches = matmul_sketches();
+    for (input, axis) in [("B", "i1.0"), ("A", "i0.0")] {
+        let sketch = sketches
+            .iter()
+            .find(|s| s.name.ends_with(&format!("pack({input})")))
+            .unwrap_or_else(|| panic!("no pack({input}) sketch"));
+        let steps = fixed(sketch);
+        let order = steps.iter().rev().find_map(|s| match s {
+            Step::Reorder { stage, order } if stage == "C" => Some(order.clone()),
+            _ => None,
+        });
+        assert_eq!(
+            order.as_ref().and_then(|o| o.first()).map(String::as_str),
+            Some(axis)
+        );
+        assert!(steps.iter().any(|s| matches!(s,
+            Step::ComputeAt { stage, target, iter }
+                if *stage == format!("{input}.local") && target == "C" && iter == axis)));
+    }
+}
+
+#[test]
+fn tile_roles_mark_the_vectorized_axis_and_the_reduction() {
+    let sketches = matmul_sketches();
+    let sketch = sketches
+        .iter()
+        .find(|s| s.name == "C:tile+cache_write")
+        .expect("cache_write sketch");
+    let roles = sketch.tile_roles();
+    assert_eq!(roles.len(), sketch.tiles().len());
+    assert_eq!(
+        &roles[..3],
+        &[
+            TileRole::Spatial { vector: false },
+            TileRole::Spatial { vector: true },
+            TileRole::Reduce
+        ]
+    );
+    assert!(roles[3..].iter().all(|r| *r == TileRole::Free));
+    assert!(sketch.sites.iter().any(|s| s.stage == "C" && s.unroll_tile));
+}
+
+#[test]
+fn gemm_shaped_stages_get_tensorized_sketches_with_and_without_packing() {
+    let build = sketches_of;
+    let matmul = build("matmul", "M=64,N=64,K=64");
+    let tensorized: Vec<&Sketch> = matmul
+        .iter()
+        .filter(|s| s.name.contains(":tensorize("))
+        .collect();
+    if crate::runtime::ukernels::available_kernels().is_empty() {
+        return;
+    }
+    assert!(tensorized.iter().any(|s| s.name.ends_with("+pack(B)")));
+    assert!(tensorized.iter().any(|s| !s.name.contains("+pack")));
+    for sketch in &tensorized {
+        let steps = fixed(sketch);
+        assert!(steps.iter().any(|s| matches!(s,
+            Step::Tensorize { stage, iter, .. } if stage == "C.local" && iter == "k.1")));
+    }
+    // B stored transposed is not contiguous along n: always packed, transposed.
+    let nt = build("matmul_nt", "M=64,N=64,K=64");
+    let nt: Vec<&Sketch> = nt.iter().filter(|s| s.name.contains("tensorize")).collect();
+    assert!(!nt.is_empty());
+    for sketch in nt {
+        assert!(
+            sketch.name.ends_with("+pack_transposed(B)"),
+            "{}",
+            sketch.name
+        );
+        assert!(fixed(sketch).iter().any(|s| matches!(s,
+            Step::CacheRead { stage, layout: Some(l), .. } if stage == "B" && l == &[1, 0])));
+    }
+    // A strided convolution reads no panel along n; a padded one is
+    // only tensorized with its padding computed at the root.
+    let strided = build("conv2d", "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=2,pad=1");
+    assert!(strided.iter().all(|s| !s.name.contains("tensorize")));
+    let padded = build("conv2d", "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=1,pad=1");
+    let padded: Vec<&Sketch> = padded
+        .iter()
+        .filter(|s| s.name.contains("tensorize"))
+        .collect();
+    assert!(!padded.is_empty());
+    assert!(padded.iter().all(|s| s.name.starts_with("pad:simple ")));
+}
