@@ -6,8 +6,9 @@
 //!
 //! Each rule says of a stage whether it is skipped, applies, or applies and
 //! ends the stage's list; applied, it gives the stage's alternatives
-//! ([`Variant`]s). [`RULES`] holds them in the order they are tried, top to
-//! bottom; the sketches are the product of the stages' alternatives.
+//! (variants). `RULES` holds them in the order they are tried, top to
+//! bottom (see [`rule_names`]); the sketches are the product of the stages'
+//! alternatives.
 
 mod cache_write;
 mod combine;

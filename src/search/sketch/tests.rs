@@ -276,8 +276,7 @@ fn tile_roles_mark_the_vectorized_axis_and_the_reduction() {
 
 #[test]
 fn gemm_shaped_stages_get_tensorized_sketches_with_and_without_packing() {
-    let build = sketches_of;
-    let matmul = build("matmul", "M=64,N=64,K=64");
+    let matmul = sketches_of("matmul", "M=64,N=64,K=64");
     let tensorized: Vec<&Sketch> = matmul
         .iter()
         .filter(|s| s.name.contains(":tensorize("))
@@ -293,7 +292,7 @@ fn gemm_shaped_stages_get_tensorized_sketches_with_and_without_packing() {
             Step::Tensorize { stage, iter, .. } if stage == "C.local" && iter == "k.1")));
     }
     // B stored transposed is not contiguous along n: always packed, transposed.
-    let nt = build("matmul_nt", "M=64,N=64,K=64");
+    let nt = sketches_of("matmul_nt", "M=64,N=64,K=64");
     let nt: Vec<&Sketch> = nt.iter().filter(|s| s.name.contains("tensorize")).collect();
     assert!(!nt.is_empty());
     for sketch in nt {
@@ -307,9 +306,9 @@ fn gemm_shaped_stages_get_tensorized_sketches_with_and_without_packing() {
     }
     // A strided convolution reads no panel along n; a padded one is
     // only tensorized with its padding computed at the root.
-    let strided = build("conv2d", "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=2,pad=1");
+    let strided = sketches_of("conv2d", "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=2,pad=1");
     assert!(strided.iter().all(|s| !s.name.contains("tensorize")));
-    let padded = build("conv2d", "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=1,pad=1");
+    let padded = sketches_of("conv2d", "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=1,pad=1");
     let padded: Vec<&Sketch> = padded
         .iter()
         .filter(|s| s.name.contains("tensorize"))
