@@ -1,9 +1,13 @@
 //! tessera: a tensor compiler and auto-scheduler for CPUs.
 //!
 //! Operators are written as tensor expressions ([`te`]); the operator library
-//! ([`ops`]) holds the built-in ones; [`cli`] is the `tessera` command line.
+//! ([`ops`]) holds the built-in ones; [`bench`] times a tuned schedule
+//! against its contenders; `cli` is the `tessera` command line (the default
+//! `cli` feature: without it, no clap, progress bars, plots or GEMM peers).
 
+pub mod bench;
 pub mod ci;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod codegen;
 pub mod cost;

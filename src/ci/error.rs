@@ -37,6 +37,7 @@ pub enum CiError {
     #[error(transparent)]
     Cost(#[from] crate::cost::CostError),
     /// Drawing the tuning curves.
+    #[cfg(feature = "cli")]
     #[error(transparent)]
     Plot(#[from] crate::search::PlotError),
 }

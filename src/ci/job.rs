@@ -1,28 +1,31 @@
 //! The CI job: tune a suite (or one shard of it) under a budget, resuming
 //! from the database, then publish what deployment needs into one folder
-//! and compare the result with the artifacts the run started from.
+//! and compare the result with the artifacts the run started from. This
+//! file holds the job's options and report and [`run_ci`], the list of its
+//! stages: tuning (`tuning.rs`), the log, the artifacts and the model
+//! (`publish.rs`), the comparison (`compare.rs`); the report files are
+//! `report.rs`'s.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::cost::{self, CostModel};
+use crate::cost::CostModel;
 use crate::db::TuningDb;
-use crate::deploy::{self, DeployOptions, DeployOutcome, device_dir};
-use crate::measure::{Measurer, Task};
+use crate::deploy::device_dir;
+use crate::measure::Measurer;
 use crate::runtime::host_device;
-use crate::schedule::State;
-use crate::search::{
-    CurvePoint, SearchOptions, Suite, SuiteOptions, SuiteProgress, SuiteReport, SuiteTask,
-    tune_suite,
-};
+use crate::search::{CurvePoint, SearchOptions, Suite, SuiteProgress, SuiteTask};
 
 use super::baseline::{Baseline, Comparison};
-use super::budget::{Budget, trials_spent};
+use super::budget::Budget;
+use super::compare::Comparing;
 use super::error::CiError;
+use super::publish;
 use super::shard::Shard;
+use super::tuning::TuningRun;
 
 /// The database file inside the output folder.
 pub const DB_FILE: &str = "tuning.db";
@@ -200,19 +203,11 @@ pub fn run_ci(
     let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     check_options(options)?;
     let all = suite.tasks()?;
-    let tasks: Vec<SuiteTask> = options.shard.select(&all);
-    if tasks.is_empty() {
-        return Err(CiError::Usage(format!(
-            "shard {} of suite {} ({} workloads) is empty; use at most {} shards",
-            options.shard,
-            options.suite_file.display(),
-            all.len(),
-            all.len()
-        )));
-    }
+    let tasks = select_shard(options, &all)?;
     std::fs::create_dir_all(&options.out).map_err(CiError::io(&options.out))?;
     let device = host_device();
     let device_key = device.key();
+    let device_folder = device_dir(Path::new(""), &device_key);
     let schedules_root = options.out.join(SCHEDULES_DIR);
     let baseline_root = options.baseline.clone().unwrap_or(schedules_root.clone());
     let baseline = Baseline::load(&baseline_root, &device_key);
@@ -222,142 +217,40 @@ pub fn run_ci(
         .unwrap_or_else(|| options.out.join(DB_FILE));
     let mut db = TuningDb::open(&db_path)?;
 
-    let spent_before: Vec<usize> = tasks
-        .iter()
-        .map(|t| trials_spent(&db, &t.task, &device_key.hash))
-        .collect::<Result<_, _>>()?;
-    let trials_left = options.budget.trials_left(&spent_before);
-    let tuning_start = Instant::now();
-    let (suite_report, tuning_note) = match trials_left {
-        Some(0) => (
-            None,
-            Some(format!(
-                "the budget ({}) was already spent by earlier runs; nothing tuned (raise it to continue)",
-                options.budget.describe()
-            )),
-        ),
-        _ => {
-            stage(&format!(
-                "tuning {} workloads (shard {}) for {}",
-                tasks.len(),
-                options.shard,
-                options.budget.describe()
-            ));
-            let report = tune_with_budget(
-                &tasks,
-                options,
-                trials_left,
-                measurer,
-                &mut db,
-                model,
-                progress,
-                stop,
-            )?;
-            (Some(report), None)
-        }
-    };
-    let tuning_s = tuning_start.elapsed().as_secs_f64();
+    let tuning = TuningRun {
+        tasks: &tasks,
+        options,
+        device_hash: &device_key.hash,
+        measurer,
+        db: &mut db,
+        model,
+        progress,
+        stop,
+    }
+    .run(stage)?;
 
     stage("exporting the log");
-    let device_folder = device_dir(Path::new(""), &device_key);
-    let log = options
-        .out
-        .join(LOGS_DIR)
-        .join(device_folder.with_extension("jsonl"));
-    if let Some(parent) = log.parent() {
-        std::fs::create_dir_all(parent).map_err(CiError::io(parent))?;
-    }
-    db.export_jsonl(&log, Some(&device_key.hash), None)?;
+    let log = publish::export_log(&db, &options.out, &device_folder, &device_key)?;
 
     stage("deploying");
-    let tuned_keys: Vec<String> = {
-        let tuned = db.list()?;
-        tasks
-            .iter()
-            .map(|t| t.task.key().hash.clone())
-            .filter(|k| {
-                tuned
-                    .iter()
-                    .any(|s| s.device.1 == device_key.hash && s.workload.1 == *k && s.successes > 0)
-            })
-            .collect()
-    };
-    let deployed = if tuned_keys.is_empty() {
-        Vec::new()
-    } else {
-        deploy::deploy(
-            &db,
-            device,
-            &DeployOptions {
-                out: schedules_root.clone(),
-                workloads: tuned_keys,
-                force: true,
-            },
-        )?
-        .workloads
-    };
+    let deployed = publish::deploy_tuned(&db, device, &tasks, &schedules_root)?;
 
     stage("measuring default, deployed and baseline schedules");
-    let mut workloads = Vec::with_capacity(tasks.len());
-    for (n, t) in tasks.iter().enumerate() {
-        let key = t.task.key();
-        let line = deployed.iter().find(|d| d.key == key.hash);
-        let trials = trials_spent(&db, &t.task, &device_key.hash)?;
-        let curve = suite_report
-            .as_ref()
-            .and_then(|r| r.tasks.get(n))
-            .map(|r| CurvePoint::with_start(r.start_gflops, &r.report.curve))
-            .unwrap_or_default();
-        let mut workload = CiWorkload {
-            label: t.label.clone(),
-            workload: key.to_string(),
-            key_hash: key.hash.clone(),
-            trials,
-            trials_this_run: trials.saturating_sub(spent_before[n]),
-            default_gflops: None,
-            tuned_gflops: None,
-            recorded_gflops: line.and_then(|l| l.gflops),
-            artifact: line.and_then(|l| l.file.clone()),
-            comparison: Comparison::NoBaseline,
-            regressed: false,
-            note: match line.map(|l| &l.outcome) {
-                Some(DeployOutcome::Skipped(why)) => Some(why.clone()),
-                None => Some("no successful measurement".into()),
-                _ => None,
-            },
-            curve,
-        };
-        measure_final(&t.task, &baseline, &mut workload, measurer)?;
-        workload.regressed = workload.comparison.regressed(options.regression_tolerance);
-        workloads.push(workload);
+    let workloads = Comparing {
+        db: &db,
+        device_hash: &device_key.hash,
+        deployed: &deployed,
+        baseline: &baseline,
+        tuned: tuning.report.as_ref(),
+        spent_before: &tuning.spent_before,
+        regression_tolerance: options.regression_tolerance,
     }
+    .workloads(&tasks, measurer)?;
 
     stage("retraining the cost model");
-    let model_path = options
-        .out
-        .join(MODEL_DIR)
-        .join(device_folder.with_extension("model"));
-    let (rows, _skipped) = cost::workload_rows(&db, Some(&device_key.hash))?;
-    let model_file = if rows.is_empty() {
-        None
-    } else {
-        if let Some(parent) = model_path.parent() {
-            std::fs::create_dir_all(parent).map_err(CiError::io(parent))?;
-        }
-        cost::train_model_file(
-            &rows,
-            &device_key.to_string(),
-            &options.learner,
-            &options.command,
-            &model_path,
-        )?;
-        Some(model_path)
-    };
+    let model_file = publish::retrain_model(&db, options, &device_folder, &device_key)?;
 
-    let db_copy = options.out.join(DB_FILE);
-    if db_path != db_copy {
-        db.snapshot(&db_copy)?;
-    }
+    let db_copy = publish::copy_db(&db, &db_path, &options.out)?;
     Ok(CiReport {
         suite: suite.name.clone(),
         suite_file: options.suite_file.clone(),
@@ -369,10 +262,10 @@ pub fn run_ci(
         command: options.command.clone(),
         tessera_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at,
-        tuning_s,
+        tuning_s: tuning.secs,
         wall_s: start.elapsed().as_secs_f64(),
         trials_this_run: workloads.iter().map(|w| w.trials_this_run).sum(),
-        tuning_note,
+        tuning_note: tuning.note,
         baseline: baseline.dir.clone(),
         baseline_unreadable: baseline.unreadable.clone(),
         regression_tolerance: options.regression_tolerance,
@@ -385,6 +278,21 @@ pub fn run_ci(
             model: model_file,
         },
     })
+}
+
+/// This shard's tasks of the suite's `all`; an empty shard is a usage error.
+fn select_shard(options: &CiOptions, all: &[SuiteTask]) -> Result<Vec<SuiteTask>, CiError> {
+    let tasks: Vec<SuiteTask> = options.shard.select(all);
+    if tasks.is_empty() {
+        return Err(CiError::Usage(format!(
+            "shard {} of suite {} ({} workloads) is empty; use at most {} shards",
+            options.shard,
+            options.suite_file.display(),
+            all.len(),
+            all.len()
+        )));
+    }
+    Ok(tasks)
 }
 
 fn check_options(options: &CiOptions) -> Result<(), CiError> {
@@ -412,148 +320,5 @@ fn check_options(options: &CiOptions) -> Result<(), CiError> {
             options.out.display()
         )));
     }
-    Ok(())
-}
-
-/// Tunes `tasks` for at most `trials` candidates (`None`: unlimited) and at
-/// most the time budget; `stop` (Ctrl-C) ends it after the batch in flight.
-#[allow(clippy::too_many_arguments)]
-fn tune_with_budget(
-    tasks: &[SuiteTask],
-    options: &CiOptions,
-    trials: Option<usize>,
-    measurer: &mut Measurer,
-    db: &mut TuningDb,
-    model: &mut dyn CostModel,
-    progress: SuiteProgress,
-    stop: &AtomicBool,
-) -> Result<SuiteReport, CiError> {
-    let suite_options = SuiteOptions {
-        // Without a trial budget the time budget ends the run.
-        total_trials: trials.unwrap_or(usize::MAX / 4),
-        batch_size: options.batch_size,
-        seed: options.seed,
-        early_stopping: None,
-        search: options.search.clone(),
-        ..SuiteOptions::default()
-    };
-    let deadline = options.budget.time.map(|t| Instant::now() + t);
-    let local_stop = AtomicBool::new(false);
-    let finished = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            while !finished.load(Ordering::Relaxed) {
-                let late = deadline.is_some_and(|d| Instant::now() >= d);
-                if late || stop.load(Ordering::Relaxed) {
-                    local_stop.store(true, Ordering::Relaxed);
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
-        let result = tune_suite(
-            tasks,
-            measurer,
-            Some(db),
-            model,
-            &suite_options,
-            progress,
-            &local_stop,
-        );
-        finished.store(true, Ordering::Relaxed);
-        result.map_err(CiError::from)
-    })
-}
-
-/// Measures the default schedule, the deployed one and (when it differs and
-/// still replays) the baseline's, in one batch: same workers, same inputs,
-/// each verified against the reference. Fills the GFLOP/s and the comparison.
-fn measure_final(
-    task: &Task,
-    baseline: &Baseline,
-    workload: &mut CiWorkload,
-    measurer: &mut Measurer,
-) -> Result<(), CiError> {
-    let key = task.key();
-    let flops = task.dag().flop_count() as f64;
-    let gflops = |secs: Option<f64>| secs.filter(|s| *s > 0.0).map(|s| flops / s / 1e9);
-    let deployed_steps = match &workload.artifact {
-        Some(path) => Some(deploy::Artifact::read(path)?.steps),
-        None => None,
-    };
-    let base = baseline.find(&key.hash, &key.readable);
-    let base_state = base.and_then(|(artifact, stale)| {
-        (!stale)
-            .then(|| State::replay(task.dag(), &artifact.steps).ok())
-            .flatten()
-    });
-    let mut states = vec![State::new(task.dag())];
-    let deployed_state = match &deployed_steps {
-        Some(steps) => Some(State::replay(task.dag(), steps).map_err(deploy::DeployError::from)?),
-        None => None,
-    };
-    states.extend(deployed_state.clone());
-    let same =
-        matches!((&deployed_steps, base), (Some(steps), Some((a, false))) if a.steps == *steps);
-    let measure_base = base_state.is_some() && !same && deployed_state.is_some();
-    if measure_base {
-        states.extend(base_state.clone());
-    }
-    let results = measurer.measure(task, &states)?;
-    workload.default_gflops = gflops(results[0].median());
-    if deployed_state.is_some() {
-        let tuned = &results[1];
-        workload.tuned_gflops = gflops(tuned.median());
-        if !tuned.is_ok() {
-            workload.note = Some(format!(
-                "the deployed schedule failed its check: {}",
-                tuned.error_msg
-            ));
-        }
-    }
-    workload.comparison = match base {
-        None => Comparison::NoBaseline,
-        Some((artifact, _)) if deployed_state.is_none() || workload.tuned_gflops.is_none() => {
-            Comparison::Missing {
-                baseline_gflops: artifact.gflops,
-                why: workload
-                    .note
-                    .clone()
-                    .unwrap_or_else(|| "no valid schedule".into()),
-            }
-        }
-        Some(_) if same => Comparison::Same,
-        Some((artifact, stale)) => {
-            let tuned = workload.tuned_gflops.unwrap_or(0.0);
-            match measure_base.then(|| gflops(results[2].median())).flatten() {
-                Some(now) if tuned < now => {
-                    // Confirm a slowdown in reverse order before calling
-                    // it one; each schedule keeps its better measurement.
-                    let again = measurer.measure(task, &[states[2].clone(), states[1].clone()])?;
-                    let base_best = gflops(again[0].median()).map_or(now, |g| g.max(now));
-                    let tuned_best = gflops(again[1].median()).map_or(tuned, |g| g.max(tuned));
-                    Comparison::Measured {
-                        baseline_gflops: base_best,
-                        ratio: tuned_best / base_best,
-                    }
-                }
-                Some(now) => Comparison::Measured {
-                    baseline_gflops: now,
-                    ratio: tuned / now,
-                },
-                None => Comparison::Recorded {
-                    baseline_gflops: artifact.gflops,
-                    ratio: tuned / artifact.gflops,
-                    why: if stale {
-                        "the operator changed since the baseline was tuned".into()
-                    } else if base_state.is_none() {
-                        "the baseline schedule no longer replays".into()
-                    } else {
-                        "the baseline schedule failed its check".into()
-                    },
-                },
-            }
-        }
-    };
     Ok(())
 }

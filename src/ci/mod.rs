@@ -18,10 +18,13 @@
 
 mod baseline;
 mod budget;
+mod compare;
 mod error;
 mod job;
+mod publish;
 mod report;
 mod shard;
+mod tuning;
 
 pub use baseline::{Baseline, Comparison};
 pub use budget::{Budget, trials_spent};

@@ -1,12 +1,13 @@
 //! The job's report: `report.md` (what ran, with which budget, a table per
 //! workload, regressions), `report.json` (the same, for machines) and
-//! `curves.svg` (each workload's best GFLOP/s over this run's trials).
+//! `curves.svg` (each workload's best GFLOP/s over this run's trials; drawn
+//! with the `cli` feature only).
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use crate::deploy::write_atomic;
-use crate::search::plot_normalised_curves;
+use crate::search::CurvePoint;
 
 use super::error::CiError;
 use super::job::CiReport;
@@ -23,20 +24,15 @@ pub const CURVES_SVG: &str = "curves.svg";
 pub fn write_report(report: &CiReport) -> Result<Vec<PathBuf>, CiError> {
     let dir = &report.outputs.dir;
     let mut written = Vec::new();
-    let series: Vec<(String, Vec<crate::search::CurvePoint>)> = report
+    let series: Vec<(String, Vec<CurvePoint>)> = report
         .workloads
         .iter()
         .filter(|w| w.curve.len() > 1)
         .map(|w| (w.label.clone(), w.curve.clone()))
         .collect();
     let curves = dir.join(CURVES_SVG);
-    let drew = !series.is_empty();
+    let drew = draw_curves(report, &curves, &series)?;
     if drew {
-        let title = format!(
-            "{} (shard {}): best GFLOP/s per workload over this run, as a fraction of its final best",
-            report.suite, report.shard
-        );
-        plot_normalised_curves(&curves, &title, &series)?;
         written.push(curves);
     } else if curves.is_file() {
         // An earlier run's curves would pass for this one's.
@@ -53,6 +49,34 @@ pub fn write_report(report: &CiReport) -> Result<Vec<PathBuf>, CiError> {
     write_atomic(&json, format!("{text}\n").as_bytes())?;
     written.push(json);
     Ok(written)
+}
+
+/// Draws `series` into `path`; whether there was anything to draw.
+#[cfg(feature = "cli")]
+fn draw_curves(
+    report: &CiReport,
+    path: &Path,
+    series: &[(String, Vec<CurvePoint>)],
+) -> Result<bool, CiError> {
+    if series.is_empty() {
+        return Ok(false);
+    }
+    let title = format!(
+        "{} (shard {}): best GFLOP/s per workload over this run, as a fraction of its final best",
+        report.suite, report.shard
+    );
+    crate::search::plot_normalised_curves(path, &title, series)?;
+    Ok(true)
+}
+
+/// Without the `cli` feature (no plotters) no curves are drawn.
+#[cfg(not(feature = "cli"))]
+fn draw_curves(
+    _report: &CiReport,
+    _path: &Path,
+    _series: &[(String, Vec<CurvePoint>)],
+) -> Result<bool, CiError> {
+    Ok(false)
 }
 
 fn number(g: Option<f64>) -> String {

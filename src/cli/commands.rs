@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::error::CliError;
 use crate::ops;
-use crate::schedule::{State, steps_from_json};
+use crate::schedule::{State, Step, steps_from_json};
 use crate::te::ComputeDag;
 use crate::tir;
 
@@ -86,15 +86,20 @@ pub(crate) fn load_state(dag: &ComputeDag, schedule: Option<&Path>) -> Result<St
     let Some(path) = schedule else {
         return Ok(State::new(dag));
     };
+    let steps = read_steps(path)?;
+    State::replay(dag, &steps).map_err(|source| CliError::ScheduleApply {
+        path: path.into(),
+        source,
+    })
+}
+
+/// The steps of a JSON step file.
+pub(crate) fn read_steps(path: &Path) -> Result<Vec<Step>, CliError> {
     let text = std::fs::read_to_string(path).map_err(|source| CliError::Read {
         path: path.into(),
         source,
     })?;
-    let steps = steps_from_json(&text).map_err(|source| CliError::ScheduleParse {
-        path: path.into(),
-        source,
-    })?;
-    State::replay(dag, &steps).map_err(|source| CliError::ScheduleApply {
+    steps_from_json(&text).map_err(|source| CliError::ScheduleParse {
         path: path.into(),
         source,
     })

@@ -85,12 +85,7 @@ pub enum CliError {
     /// Options that do not make sense together.
     #[error("{0}")]
     Usage(String),
-    /// The compiled schedule does not compute what the untuned one computes.
-    #[error("verification failed: max relative error {error:.3e} exceeds {tolerance:.1e}")]
-    Verification {
-        /// The largest relative error.
-        error: f64,
-        /// The tolerance.
-        tolerance: f64,
-    },
+    /// A benchmark failed (`tessera bench`).
+    #[error(transparent)]
+    Bench(#[from] crate::bench::BenchError),
 }

@@ -2,7 +2,6 @@
 //! ship its own binary with the same commands.
 
 mod bench;
-mod bench_constants;
 mod cache;
 mod ci;
 mod commands;
@@ -11,7 +10,6 @@ mod deploy;
 mod device;
 mod error;
 mod measure;
-mod peers;
 mod search_flags;
 mod tune;
 

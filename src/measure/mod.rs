@@ -33,5 +33,8 @@ pub use protocol::Fault;
 pub use result::{MeasureErrorKind, MeasureResult};
 pub use task::Task;
 pub use timing::{Timing, TimingOptions, time_runs};
-pub use verify::{INTERPRETER_FLOP_LIMIT, Reference, SAMPLED_POINTS, Verdict};
+pub use verify::{
+    INTERPRETER_FLOP_LIMIT, Reference, SAMPLED_POINTS, Verdict, relative_error, rounding_tolerance,
+    tolerance,
+};
 pub use worker::worker_main;

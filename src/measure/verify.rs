@@ -36,10 +36,18 @@ pub enum Verdict {
     Mismatch(f64, String),
 }
 
-/// The rounding tolerance for a task: reassociation and FMA contraction
-/// change rounding by about one ulp per accumulated term.
+/// The tolerance on the relative error of a result accumulated over
+/// `reduction_length` terms: reassociation and FMA contraction change
+/// rounding by about one ulp per accumulated term. The one formula that
+/// measurement, `tessera bench` and the equivalence tests check against.
+pub fn rounding_tolerance(reduction_length: f64) -> f64 {
+    1e-5 + 2e-7 * reduction_length
+}
+
+/// The rounding tolerance for a task: [`rounding_tolerance`] of its mean
+/// reduction length (FLOPs per output element).
 pub fn tolerance(task: &Task) -> f64 {
-    1e-5 + 2e-7 * task.reduction_length()
+    rounding_tolerance(task.reduction_length())
 }
 
 impl Reference {
@@ -128,7 +136,7 @@ impl Reference {
 }
 
 /// `|g − w| / max(1, |w|)`; two NaNs agree, a NaN and a number do not.
-fn relative_error(g: f64, w: f64) -> f64 {
+pub fn relative_error(g: f64, w: f64) -> f64 {
     if g.is_nan() || w.is_nan() {
         return if g.is_nan() && w.is_nan() {
             0.0

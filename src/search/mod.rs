@@ -1,12 +1,14 @@
 //! The auto-scheduler: sketches (structure), annotation (numbers), an
 //! evolutionary search guided by a cost model, and the tuning loop that
 //! measures, records and learns; the task scheduler that shares one budget
-//! among the workloads of a suite, and tuning-curve plots.
+//! among the workloads of a suite, and tuning-curve plots (with the `cli`
+//! feature).
 
 pub mod annotate;
 pub mod evolution;
 pub mod factor;
 mod infer;
+#[cfg(feature = "cli")]
 pub mod plot;
 pub mod scheduler;
 pub mod sketch;
@@ -16,6 +18,7 @@ pub mod tuner;
 pub use annotate::{Decisions, MaterializeError, materialize, random_decisions};
 pub use evolution::{Candidate, SearchOptions, SearchPolicy, steps_key};
 pub use infer::infer_candidate;
+#[cfg(feature = "cli")]
 pub use plot::{PlotError, plot_curves, plot_normalised_curves};
 pub use scheduler::{
     SchedulerParams, SuiteOptions, SuiteProgress, SuiteReport, SuiteTaskReport, TaskHistory,

@@ -4,6 +4,9 @@
 //! Text is written as SVG `<text>` and laid out by the viewer, so no system
 //! fonts are needed (plotters is built without its `ttf` feature). The file
 //! is written atomically: a temporary file beside it, then a rename.
+//!
+//! Built with the `cli` feature only (plotters is its dependency): without
+//! it the CI job's report draws no curves.
 
 use std::path::{Path, PathBuf};
 

@@ -1,13 +1,18 @@
 //! Rust GEMM peers on the same inputs: `matrixmultiply` (single thread) and
-//! `gemm` (rayon, the requested threads), for the matrix-product ops.
+//! `gemm` (rayon, the requested threads), for the matrix-product ops; built
+//! with the `cli` feature only (the peer crates are its dependencies).
 
 use gemm::Parallelism;
 
+use crate::codegen::KernelError;
 use crate::runtime::NdBuffer;
+use crate::te::{DType, HostTensor};
+
+use super::error::BenchError;
 
 /// A product `C[b] = A[b] · B[b]` described by strides (in elements).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Product {
+pub(super) struct Product {
     pub batch: usize,
     pub m: usize,
     pub n: usize,
@@ -60,7 +65,7 @@ impl Product {
 }
 
 /// Runs `p` with `matrixmultiply::sgemm` into `c`.
-pub(crate) fn matrixmultiply(p: &Product, a: &NdBuffer, b: &NdBuffer, c: &mut NdBuffer) {
+fn matrixmultiply(p: &Product, a: &NdBuffer, b: &NdBuffer, c: &mut NdBuffer) {
     let (Some(a), Some(b)) = (a.as_f32(), b.as_f32()) else {
         return;
     };
@@ -90,13 +95,7 @@ pub(crate) fn matrixmultiply(p: &Product, a: &NdBuffer, b: &NdBuffer, c: &mut Nd
 }
 
 /// Runs `p` with the `gemm` crate on `threads` threads into `c`.
-pub(crate) fn gemm_crate(
-    p: &Product,
-    a: &NdBuffer,
-    b: &NdBuffer,
-    c: &mut NdBuffer,
-    threads: usize,
-) {
+fn gemm_crate(p: &Product, a: &NdBuffer, b: &NdBuffer, c: &mut NdBuffer, threads: usize) {
     let (Some(a), Some(b)) = (a.as_f32(), b.as_f32()) else {
         return;
     };
@@ -131,5 +130,61 @@ pub(crate) fn gemm_crate(
                 parallelism,
             );
         }
+    }
+}
+
+/// The peers' runs of one product: its two inputs and an output for each.
+pub(super) struct PeerRuns {
+    product: Product,
+    a: NdBuffer,
+    b: NdBuffer,
+    matrixmultiply_c: NdBuffer,
+    gemm_c: NdBuffer,
+    threads: usize,
+}
+
+/// A named run to time.
+pub(super) type NamedRun<'a> = (&'static str, Box<dyn FnMut() + 'a>);
+
+impl PeerRuns {
+    /// The peers of `op` (`get` reads its shape parameters) on the first two
+    /// of `inputs`, writing outputs of `output_shape`; `None` when the op is
+    /// no matrix product.
+    pub fn new(
+        op: &str,
+        get: &dyn Fn(&str) -> usize,
+        inputs: &[HostTensor],
+        output_shape: &[usize],
+        threads: usize,
+    ) -> Result<Option<PeerRuns>, BenchError> {
+        let Some(product) = Product::of(op, get) else {
+            return Ok(None);
+        };
+        let [a, b, ..] = inputs else {
+            return Ok(None);
+        };
+        let buffer = |t: &HostTensor| NdBuffer::from_host(t).map_err(KernelError::from);
+        let output = || NdBuffer::zeros(output_shape, DType::F32).map_err(KernelError::from);
+        Ok(Some(PeerRuns {
+            product,
+            a: buffer(a)?,
+            b: buffer(b)?,
+            matrixmultiply_c: output()?,
+            gemm_c: output()?,
+            threads,
+        }))
+    }
+
+    /// `matrixmultiply` and `gemm`, in that order.
+    pub fn runs(&mut self) -> Vec<NamedRun<'_>> {
+        let (p, a, b, threads) = (self.product, &self.a, &self.b, self.threads);
+        let (c, c2) = (&mut self.matrixmultiply_c, &mut self.gemm_c);
+        vec![
+            (
+                "matrixmultiply",
+                Box::new(move || matrixmultiply(&p, a, b, c)),
+            ),
+            ("gemm", Box::new(move || gemm_crate(&p, a, b, c2, threads))),
+        ]
     }
 }
