@@ -3,6 +3,7 @@
 //! Operators are written as tensor expressions ([`te`]); the operator library
 //! ([`ops`]) holds the built-in ones; [`cli`] is the `tessera` command line.
 
+pub mod arith;
 pub mod ci;
 pub mod cli;
 pub mod codegen;
