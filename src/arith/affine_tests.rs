@@ -32,7 +32,7 @@ fn non_affine_uses_have_no_coefficient() {
         select(i.expr().lt(4), i.expr(), 0i64),
         cast(DType::I32, i.expr()),
         // A non-affine use that cancels is still one.
-        floormod(i.expr(), 3) * 0 + i.expr(),
+        floormod(i.expr(), 3) * Expr::i64(0) + i.expr(),
     ] {
         let form = Affine::of(&e);
         assert_eq!(form.coefficient(i.id()), None, "{e}");
@@ -107,7 +107,7 @@ fn bounds_over_variable_ranges() {
     assert_eq!(outer.terms, vec![(i.expr(), 4)]);
     assert_eq!(outer.constant, 0);
     // An unknown atom: wrapping knows nothing, saturating keeps one side.
-    let gather = Affine::of(&(floordiv(i.expr(), j.expr()) * 0 + i.expr()));
+    let gather = Affine::of(&(floordiv(i.expr(), j.expr()) * Expr::i64(0) + i.expr()));
     assert_eq!(gather.bounds(extent, Overflow::Wrap), Interval::new(0, 7));
     let big = Affine::of(&(i.expr() * i64::MAX));
     assert_eq!(big.bounds(extent, Overflow::Wrap), Interval::FULL);

@@ -7,7 +7,7 @@
 //!
 //! - [`Overflow::Wrap`]: the machine's wrapping `i64` (the simplifier). A
 //!   result that may leave `i64` is [`Interval::FULL`], so a range stays
-//!   sound for wrapping arithmetic; the checked methods ([`Interval::add`]…)
+//!   sound for wrapping arithmetic; the checked methods ([`Interval::checked_add`]…)
 //!   say `None` instead.
 //! - [`Overflow::Saturate`]: mathematical integers (te's index analysis).
 //!   The ends `i64::MIN` / `i64::MAX` are −∞ / +∞ and a bound beyond them
@@ -131,7 +131,7 @@ impl Interval {
     }
 
     /// `self + o` exactly, or `None` if the sum may leave `i64` (wrap).
-    pub fn add(self, o: Interval) -> Option<Interval> {
+    pub fn checked_add(self, o: Interval) -> Option<Interval> {
         exact(
             BinOp::Add,
             self.widen(Overflow::Wrap),
@@ -140,7 +140,7 @@ impl Interval {
     }
 
     /// `self - o` exactly, or `None` if the difference may wrap.
-    pub fn sub(self, o: Interval) -> Option<Interval> {
+    pub fn checked_sub(self, o: Interval) -> Option<Interval> {
         exact(
             BinOp::Sub,
             self.widen(Overflow::Wrap),
@@ -149,7 +149,7 @@ impl Interval {
     }
 
     /// `self * o` exactly, or `None` if the product may wrap.
-    pub fn mul(self, o: Interval) -> Option<Interval> {
+    pub fn checked_mul(self, o: Interval) -> Option<Interval> {
         exact(
             BinOp::Mul,
             self.widen(Overflow::Wrap),
@@ -158,7 +158,7 @@ impl Interval {
     }
 
     /// `-self` exactly, or `None` if the negation may wrap.
-    pub fn neg(self) -> Option<Interval> {
+    pub fn checked_neg(self) -> Option<Interval> {
         Interval::exact(-(self.hi as i128), -(self.lo as i128))
     }
 

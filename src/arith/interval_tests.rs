@@ -13,14 +13,32 @@ fn sat(a: Interval, op: BinOp, b: Interval) -> Interval {
 #[test]
 fn checked_arithmetic_is_exact_or_unknown() {
     let r = Interval::new(0, 7);
-    assert_eq!(r.add(Interval::point(3)), Some(Interval::new(3, 10)));
-    assert_eq!(r.sub(Interval::point(3)), Some(Interval::new(-3, 4)));
-    assert_eq!(r.mul(Interval::point(-2)), Some(Interval::new(-14, 0)));
-    assert_eq!(r.neg(), Some(Interval::new(-7, 0)));
-    assert_eq!(Interval::point(i64::MAX).add(Interval::point(1)), None);
-    assert_eq!(Interval::point(i64::MIN).sub(Interval::point(1)), None);
-    assert_eq!(Interval::point(i64::MIN).neg(), None);
-    assert_eq!(Interval::point(1 << 32).mul(Interval::point(1 << 32)), None);
+    assert_eq!(
+        r.checked_add(Interval::point(3)),
+        Some(Interval::new(3, 10))
+    );
+    assert_eq!(
+        r.checked_sub(Interval::point(3)),
+        Some(Interval::new(-3, 4))
+    );
+    assert_eq!(
+        r.checked_mul(Interval::point(-2)),
+        Some(Interval::new(-14, 0))
+    );
+    assert_eq!(r.checked_neg(), Some(Interval::new(-7, 0)));
+    assert_eq!(
+        Interval::point(i64::MAX).checked_add(Interval::point(1)),
+        None
+    );
+    assert_eq!(
+        Interval::point(i64::MIN).checked_sub(Interval::point(1)),
+        None
+    );
+    assert_eq!(Interval::point(i64::MIN).checked_neg(), None);
+    assert_eq!(
+        Interval::point(1 << 32).checked_mul(Interval::point(1 << 32)),
+        None
+    );
 }
 
 #[test]
