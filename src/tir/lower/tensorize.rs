@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::arith::{Affine, Decompose};
+use crate::arith::Affine;
 use crate::runtime::ukernels;
 use crate::schedule::{IterId, TENSORIZE_BLOCK, Tensorized};
 use crate::te::{BinOp, CmpOp, DType, Expr, ExprKind, IterKind, Var, max, min};
@@ -20,19 +20,29 @@ struct BlockForm {
     residual: Expr,
 }
 
-/// `form` split into the block variables `vars` and the rest, or `None`
-/// when a block variable appears other than linearly.
-fn block_form(form: &Affine, vars: &[Var]) -> Option<BlockForm> {
+/// `e` split into the block variables `vars` and the rest, or `None` when a
+/// block variable appears other than linearly. The residual is `e` at the
+/// block's origin (every block variable 0).
+fn block_form(e: &Expr, vars: &[Var]) -> Option<BlockForm> {
+    let form = Affine::of(e);
     let mut coefs = [0; TENSORIZE_BLOCK];
     for (coef, var) in coefs.iter_mut().zip(vars) {
         *coef = form.coefficient(var.id())?;
     }
-    let is_block = |atom: &Expr| atom.as_var().is_some_and(|v| vars.contains(v));
-    let (rest, _) = form.partition(|atom| !is_block(atom));
+    let origin: HashMap<u64, Expr> = vars.iter().map(|v| (v.id(), Expr::i64(0))).collect();
     Some(BlockForm {
         coefs,
-        residual: rest.to_expr(),
+        residual: e.substitute(&origin),
     })
+}
+
+/// The row-major flat index of `indices` in a buffer of `shape`.
+fn flat(indices: &[Expr], shape: &[i64]) -> Expr {
+    let mut flat = Expr::i64(0);
+    for (index, extent) in indices.iter().zip(shape) {
+        flat = flat * Expr::i64(*extent) + index.clone();
+    }
+    flat
 }
 
 /// `(v, limit)` when `p` is `lhs < bound` with `lhs` affine in block loop
@@ -41,12 +51,10 @@ fn upper_bound(p: &Expr, vars: &[Var]) -> Option<(usize, Expr)> {
     let ExprKind::Cmp(CmpOp::Lt, lhs, bound) = p.kind() else {
         return None;
     };
-    let form = block_form(&Affine::of(lhs), vars)?;
+    let form = block_form(lhs, vars)?;
     let used: Vec<usize> = (0..vars.len()).filter(|&v| form.coefs[v] != 0).collect();
     match used.as_slice() {
-        [v] if form.coefs[*v] == 1
-            && block_form(&Affine::of(bound), vars)?.coefs == [0; TENSORIZE_BLOCK] =>
-        {
+        [v] if form.coefs[*v] == 1 && block_form(bound, vars)?.coefs == [0; TENSORIZE_BLOCK] => {
             Some((*v, bound.clone() - form.residual))
         }
         _ => None,
@@ -149,7 +157,7 @@ impl Lowering<'_> {
             }
         };
         let operand_form = |id: BufferId, idx: &[Expr]| -> Result<BlockForm, LowerError> {
-            let f = Affine::flat(idx, &self.buffers[id].shape, Decompose::default());
+            let f = flat(idx, &self.buffers[id].shape);
             block_form(&f, &vars).ok_or_else(|| {
                 err(format!(
                     "'{}' is indexed non-linearly in the block's loops",
