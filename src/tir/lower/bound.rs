@@ -1,12 +1,12 @@
 //! Bound inference: the region of a producer that one iteration of its
 //! host loop needs, from the consumer's read indices.
 //!
-//! Each index's [`Affine`] form is split into `outer + Σ cᵥ·v + c` where the `v` are the
-//! loops inside the host loop (ranging over their whole extent) and `outer`
-//! depends only on loops outside it (fixed during the iteration). The region
-//! of a dimension is then `outer + [lo, hi]` with constant bounds; reads whose
-//! outer parts differ, or indices that are not affine in the inner loops,
-//! fall back to the whole dimension.
+//! Each index's [`Affine`] form is split into `outer + Σ cᵥ·v + c` where the
+//! `v` are the loops inside the host loop (ranging over their whole extent)
+//! and `outer` depends only on loops outside it (fixed during the iteration).
+//! The region of a dimension is then `outer + [lo, hi]` with constant bounds;
+//! reads whose outer parts differ, or indices that are not affine in the inner
+//! loops, fall back to the whole dimension.
 
 use std::collections::HashSet;
 
