@@ -5,6 +5,7 @@
 //! against its contenders; `cli` is the `tessera` command line (the default
 //! `cli` feature: without it, no clap, progress bars, plots or GEMM peers).
 
+pub mod arith;
 pub mod bench;
 pub mod ci;
 #[cfg(feature = "cli")]

@@ -91,7 +91,7 @@ impl State {
             .filter_map(|rel| match rel {
                 Relation::Split { parent, .. } if descends_from(s, *parent, root) => {
                     let value = values.get(parent)?;
-                    (range_of(value, &[]).hi >= extents[*parent] as i128)
+                    (range_of(value, &[]).hi >= extents[*parent])
                         .then(|| value.lt(extents[*parent]))
                 }
                 _ => None,

@@ -5,152 +5,30 @@
 //! establishes (`h >= pad && h < H + pad` bounds `h` in the chosen branch), so
 //! padding written with `select` passes while an unguarded `A[i + 1]` fails.
 //! A fact applies to any sub-expression structurally equal to the compared one.
-
-use std::fmt;
+//!
+//! Index values are read as mathematical integers: the [`Interval`]s are
+//! [`crate::arith`]'s under [`Overflow::Saturate`] (unbounded ends stay
+//! unbounded).
 
 use super::expr::{BinOp, CmpOp, Const, Expr, ExprKind};
-
-const INF: i128 = 1 << 100;
-
-/// A closed integer interval; bounds at ±`INF` mean unbounded. `lo > hi` is empty.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Interval {
-    pub lo: i128,
-    pub hi: i128,
-}
-
-fn clamp(v: i128) -> i128 {
-    v.clamp(-INF, INF)
-}
-
-impl Interval {
-    pub const UNBOUNDED: Interval = Interval { lo: -INF, hi: INF };
-
-    pub fn new(lo: i128, hi: i128) -> Interval {
-        Interval {
-            lo: clamp(lo),
-            hi: clamp(hi),
-        }
-    }
-
-    pub fn point(v: i128) -> Interval {
-        Interval::new(v, v)
-    }
-
-    pub fn is_empty(self) -> bool {
-        self.lo > self.hi
-    }
-
-    pub fn intersect(self, o: Interval) -> Interval {
-        Interval::new(self.lo.max(o.lo), self.hi.min(o.hi))
-    }
-
-    fn union(self, o: Interval) -> Interval {
-        if self.is_empty() {
-            return o;
-        }
-        if o.is_empty() {
-            return self;
-        }
-        Interval::new(self.lo.min(o.lo), self.hi.max(o.hi))
-    }
-
-    fn from_corners(values: [i128; 4]) -> Interval {
-        let lo = values.iter().copied().min().unwrap_or(-INF);
-        let hi = values.iter().copied().max().unwrap_or(INF);
-        Interval::new(lo, hi)
-    }
-
-    fn corners(self, o: Interval, f: impl Fn(i128, i128) -> i128) -> Interval {
-        Interval::from_corners([
-            f(self.lo, o.lo),
-            f(self.lo, o.hi),
-            f(self.hi, o.lo),
-            f(self.hi, o.hi),
-        ])
-    }
-
-    /// Whether the interval lies within `0..extent`.
-    pub fn within(self, extent: i64) -> bool {
-        self.is_empty() || (self.lo >= 0 && self.hi < extent as i128)
-    }
-}
-
-impl fmt::Display for Interval {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.lo <= -INF {
-            write!(f, "(-inf, ")?;
-        } else {
-            write!(f, "[{}, ", self.lo)?;
-        }
-        if self.hi >= INF {
-            write!(f, "+inf)")
-        } else {
-            write!(f, "{}]", self.hi)
-        }
-    }
-}
+use crate::arith::{Interval, Overflow};
 
 /// An interval known for an expression inside the branch of a select.
 pub(crate) type Fact = (Expr, Interval);
-
-fn floor_div(a: i128, b: i128) -> i128 {
-    let q = a / b;
-    if (a % b != 0) && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    }
-}
-
-fn divide(a: Interval, b: Interval, floor: bool) -> Interval {
-    if b.lo <= 0 && b.hi >= 0 {
-        return Interval::UNBOUNDED;
-    }
-    a.corners(b, |x, y| if floor { floor_div(x, y) } else { x / y })
-}
-
-fn floor_mod(a: Interval, b: Interval) -> Interval {
-    if b.lo > 0 {
-        if a.lo >= 0 && a.hi < b.lo {
-            a
-        } else {
-            Interval::new(0, b.hi - 1)
-        }
-    } else if b.hi < 0 {
-        Interval::new(b.lo + 1, 0)
-    } else {
-        Interval::UNBOUNDED
-    }
-}
 
 /// The range of the integer expression `e` for all loop-variable values
 /// consistent with `facts`.
 pub(crate) fn range_of(e: &Expr, facts: &[Fact]) -> Interval {
     let base = match e.kind() {
-        ExprKind::Const(Const::Int(v)) => Interval::point(*v as i128),
-        ExprKind::Const(Const::Bool(b)) => Interval::point(*b as i128),
-        ExprKind::Const(Const::Float(_)) => Interval::UNBOUNDED,
-        ExprKind::Var(v) => Interval::new(0, v.extent() as i128 - 1),
-        ExprKind::Neg(a) => {
-            let r = range_of(a, facts);
-            Interval::new(-r.hi, -r.lo)
-        }
+        ExprKind::Const(Const::Int(v)) => Interval::point(*v),
+        ExprKind::Const(Const::Bool(b)) => Interval::of_bool(*b),
+        ExprKind::Const(Const::Float(_)) => Interval::FULL,
+        ExprKind::Var(v) => Interval::new(0, v.extent() - 1),
+        ExprKind::Neg(a) => range_of(a, facts).negate(Overflow::Saturate),
         ExprKind::Binary(op, a, b) => {
-            let (x, y) = (range_of(a, facts), range_of(b, facts));
-            match op {
-                BinOp::Add => Interval::new(x.lo + y.lo, x.hi + y.hi),
-                BinOp::Sub => Interval::new(x.lo - y.hi, x.hi - y.lo),
-                BinOp::Mul => x.corners(y, |p, q| p.saturating_mul(q)),
-                BinOp::Div => divide(x, y, false),
-                BinOp::FloorDiv => divide(x, y, true),
-                BinOp::FloorMod => floor_mod(x, y),
-                BinOp::Min => Interval::new(x.lo.min(y.lo), x.hi.min(y.hi)),
-                BinOp::Max => Interval::new(x.lo.max(y.lo), x.hi.max(y.hi)),
-                BinOp::And | BinOp::Or => Interval::new(0, 1),
-            }
+            range_of(a, facts).binary(*op, range_of(b, facts), Overflow::Saturate)
         }
-        ExprKind::Cmp(..) | ExprKind::Not(_) => Interval::new(0, 1),
+        ExprKind::Cmp(..) | ExprKind::Not(_) => Interval::BOOL,
         ExprKind::Select {
             cond,
             then,
@@ -162,7 +40,7 @@ pub(crate) fn range_of(e: &Expr, facts: &[Fact]) -> Interval {
         }
         ExprKind::Cast(a) if a.dtype().is_int() => range_of(a, facts),
         ExprKind::Cast(_) | ExprKind::Call(..) | ExprKind::Read(..) | ExprKind::Reduce(_) => {
-            Interval::UNBOUNDED
+            Interval::FULL
         }
     };
     facts
@@ -205,11 +83,13 @@ fn collect_facts(cond: &Expr, holds: bool, known: &[Fact], out: &mut Vec<Fact>) 
 
 /// `x op other` with `other ∈ r` bounds `x` to the returned interval.
 fn bound_from(op: CmpOp, r: Interval) -> Option<Interval> {
+    let shifted =
+        |i: Interval, k: i64| i.binary(BinOp::Add, Interval::point(k), Overflow::Saturate);
     match op {
-        CmpOp::Lt => Some(Interval::new(-INF, r.hi - 1)),
-        CmpOp::Le => Some(Interval::new(-INF, r.hi)),
-        CmpOp::Gt => Some(Interval::new(r.lo + 1, INF)),
-        CmpOp::Ge => Some(Interval::new(r.lo, INF)),
+        CmpOp::Lt => Some(shifted(Interval::new(i64::MIN, r.hi), -1)),
+        CmpOp::Le => Some(Interval::new(i64::MIN, r.hi)),
+        CmpOp::Gt => Some(shifted(Interval::new(r.lo, i64::MAX), 1)),
+        CmpOp::Ge => Some(Interval::new(r.lo, i64::MAX)),
         CmpOp::Eq => Some(r),
         CmpOp::Ne => None,
     }
@@ -249,7 +129,7 @@ pub(crate) fn find_out_of_bounds(e: &Expr, facts: &[Fact]) -> Option<OutOfBounds
                     return Some(inner);
                 }
                 let range = range_of(index, facts);
-                if !range.within(extent) {
+                if !range.within(0, extent - 1) {
                     return Some(OutOfBounds {
                         read: e.clone(),
                         dim,
@@ -286,7 +166,7 @@ mod tests {
         );
         assert_eq!(range_of(&floormod(&i, 3), &[]), Interval::new(0, 2));
         assert_eq!(range_of(&(&i - 1), &[]), Interval::new(-1, 6));
-        assert_eq!(range_of(&floordiv(&i, &j), &[]), Interval::UNBOUNDED);
+        assert_eq!(range_of(&floordiv(&i, &j), &[]), Interval::FULL);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Value, types};
 
+use crate::arith::Affine;
 use crate::te::{BinOp, DType, Expr, ExprKind, Var};
 use crate::tir::{BufferId, Stmt};
 
@@ -40,25 +41,6 @@ enum VVal {
 
 fn uses(e: &Expr, var: u64) -> bool {
     e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if v.id() == var))
-}
-
-/// The change of `e` per unit step of `var`, if `e` is affine in it.
-fn coefficient(e: &Expr, var: u64) -> Option<i64> {
-    if !uses(e, var) {
-        return Some(0);
-    }
-    match e.kind() {
-        ExprKind::Var(v) if v.id() == var => Some(1),
-        ExprKind::Binary(BinOp::Add, a, b) => Some(coefficient(a, var)? + coefficient(b, var)?),
-        ExprKind::Binary(BinOp::Sub, a, b) => Some(coefficient(a, var)? - coefficient(b, var)?),
-        ExprKind::Binary(BinOp::Mul, a, b) => match (a.as_int(), b.as_int()) {
-            (Some(k), _) => Some(k * coefficient(b, var)?),
-            (_, Some(k)) => Some(k * coefficient(a, var)?),
-            _ => None,
-        },
-        ExprKind::Neg(a) => Some(-coefficient(a, var)?),
-        _ => None,
-    }
 }
 
 /// The lanes every store of `s` uses, if they agree.
@@ -207,7 +189,7 @@ impl FnTranslator<'_, '_, '_> {
         let mut step = Some(0i64);
         let mut stride = 1i64;
         for (index, extent) in indices.iter().zip(&shape).rev() {
-            step = match (step, coefficient(index, lane.var)) {
+            step = match (step, Affine::of(index).coefficient(lane.var)) {
                 (Some(s), Some(c)) => Some(s + c * stride),
                 _ => None,
             };

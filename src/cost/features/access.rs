@@ -1,104 +1,21 @@
 //! Buffer accesses of a store: the flat element offset of each access as an
-//! affine function of the enclosing loop variables, and what follows from
+//! [`Affine`] form of the enclosing loop variables, and what follows from
 //! it — bytes, distinct bytes, cache lines, reuse and strides.
 
-use std::collections::HashMap;
-
-use crate::te::{BinOp, Expr, ExprKind};
+use crate::arith::{Affine, Decompose};
+use crate::te::Expr;
 
 /// The cache line size the line counts assume.
 pub(crate) const CACHE_LINE: f64 = 64.0;
 
-/// `Σ coeff · var + constant`; `non_affine` lists variables the offset
-/// depends on in a non-affine way (division, modulo, products of variables).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Affine {
-    pub coeffs: HashMap<u64, i64>,
-    pub non_affine: Vec<u64>,
-}
-
-impl Affine {
-    fn scaled(mut self, k: i64) -> Affine {
-        for c in self.coeffs.values_mut() {
-            *c = c.saturating_mul(k);
-        }
-        self
-    }
-
-    fn plus(mut self, other: Affine, sign: i64) -> Affine {
-        for (v, c) in other.coeffs {
-            *self.coeffs.entry(v).or_insert(0) += sign * c;
-        }
-        self.non_affine.extend(other.non_affine);
-        self
-    }
-
-    fn opaque(e: &Expr) -> Affine {
-        let mut vars = Vec::new();
-        e.visit(&mut |x| {
-            if let ExprKind::Var(v) = x.kind() {
-                vars.push(v.id());
-            }
-        });
-        Affine {
-            coeffs: HashMap::new(),
-            non_affine: vars,
-        }
-    }
-
-    /// How the offset moves per step of loop `var`: `Some(stride)` when
-    /// affine in it, `None` when it depends on it otherwise.
-    pub fn stride(&self, var: u64) -> Option<i64> {
-        if self.non_affine.contains(&var) {
-            None
-        } else {
-            Some(self.coeffs.get(&var).copied().unwrap_or(0))
-        }
-    }
-
-    /// Whether the offset depends on `var` at all.
-    pub fn depends_on(&self, var: u64) -> bool {
-        self.stride(var) != Some(0)
-    }
-}
-
-fn constant(e: &Expr) -> Option<i64> {
-    match e.kind() {
-        ExprKind::Const(crate::te::Const::Int(v)) => Some(*v),
-        _ => None,
-    }
-}
-
-/// The affine form of an integer index expression.
-pub(crate) fn affine(e: &Expr) -> Affine {
-    match e.kind() {
-        ExprKind::Const(_) => Affine::default(),
-        ExprKind::Var(v) => Affine {
-            coeffs: HashMap::from([(v.id(), 1)]),
-            non_affine: Vec::new(),
-        },
-        ExprKind::Binary(BinOp::Add, a, b) => affine(a).plus(affine(b), 1),
-        ExprKind::Binary(BinOp::Sub, a, b) => affine(a).plus(affine(b), -1),
-        ExprKind::Binary(BinOp::Mul, a, b) => match (constant(a), constant(b)) {
-            (Some(k), _) => affine(b).scaled(k),
-            (_, Some(k)) => affine(a).scaled(k),
-            _ => Affine::opaque(e),
-        },
-        ExprKind::Neg(a) => affine(a).scaled(-1),
-        ExprKind::Cast(a) => affine(a),
-        _ => Affine::opaque(e),
-    }
-}
-
-/// The flat element offset of `indices` into a row-major buffer of `shape`.
+/// The flat element offset of `indices` into a row-major buffer of `shape`,
+/// looking through casts (an estimate: the stride of the cast value).
 pub(crate) fn flat_offset(indices: &[Expr], shape: &[i64]) -> Affine {
-    let mut total = Affine::default();
-    let mut stride = 1i64;
-    for (index, &extent) in indices.iter().zip(shape).rev() {
-        total = total.plus(affine(index).scaled(stride), 1);
-        stride = stride.saturating_mul(extent.max(1));
-    }
-    total
+    let how = Decompose {
+        through_casts: true,
+        ..Decompose::default()
+    };
+    Affine::flat(indices, shape, how)
 }
 
 /// One enclosing loop, as the access analysis sees it.
@@ -160,7 +77,7 @@ pub(crate) fn analyse(
         .filter(|l| offset.depends_on(l.var))
         .map(|l| {
             let stride = offset
-                .stride(l.var)
+                .coefficient(l.var)
                 .map_or(f64::INFINITY, |s| s.unsigned_abs() as f64);
             (l.extent, stride)
         })
@@ -188,7 +105,7 @@ pub(crate) fn analyse(
     let lines = (trips / per_line).max(1.0);
     let innermost_stride = loops.last().map_or(0.0, |l| {
         offset
-            .stride(l.var)
+            .coefficient(l.var)
             .map_or(f64::INFINITY, |s| s.unsigned_abs() as f64)
     });
     // Reuse: the innermost loop this access does not depend on.
@@ -240,14 +157,24 @@ mod tests {
     use crate::te::{IterKind, Var};
 
     #[test]
+    fn offsets_look_through_casts() {
+        let i = Var::new("i", 8, IterKind::Spatial);
+        let index = crate::te::cast(
+            crate::te::DType::I64,
+            i.expr().cast(crate::te::DType::I32) * 3,
+        );
+        assert_eq!(flat_offset(&[index], &[32]).coefficient(i.id()), Some(3));
+    }
+
+    #[test]
     fn offsets_of_row_major_indices() {
         let i = Var::new("i", 8, IterKind::Spatial);
         let k = Var::new("k", 4, IterKind::Spatial);
         let off = flat_offset(&[i.expr() * 2 + 1, k.expr()], &[16, 4]);
-        assert_eq!(off.stride(i.id()), Some(8));
-        assert_eq!(off.stride(k.id()), Some(1));
+        assert_eq!(off.coefficient(i.id()), Some(8));
+        assert_eq!(off.coefficient(k.id()), Some(1));
         let odd = flat_offset(&[crate::te::floordiv(i.expr(), 2)], &[4]);
-        assert_eq!(odd.stride(i.id()), None);
+        assert_eq!(odd.coefficient(i.id()), None);
         assert!(odd.depends_on(i.id()));
     }
 }

@@ -11,6 +11,7 @@
 //! GEMMs here: n runs along the output row, k along the input channels,
 //! and the kernel window's loops stay outside the block.
 
+use crate::arith::Affine;
 use crate::runtime::ukernels::{self, MicroKernel};
 use crate::schedule::Step;
 use crate::te::{BinOp, ComputeOp, DType, ExprKind, Var};
@@ -37,25 +38,6 @@ struct GemmShape {
     /// Operands computed by other stages, which must be buffers (at the
     /// root), not inlined, for the kernel to read them.
     materialize: Vec<String>,
-}
-
-/// The coefficient of `axis` in `e` when `e` is linear in it.
-fn coefficient(e: &crate::te::Expr, axis: &Var) -> Option<i64> {
-    if !uses(std::slice::from_ref(e), axis) {
-        return Some(0);
-    }
-    match e.kind() {
-        ExprKind::Var(_) => Some(1),
-        ExprKind::Neg(a) => Some(-coefficient(a, axis)?),
-        ExprKind::Binary(BinOp::Add, a, b) => Some(coefficient(a, axis)? + coefficient(b, axis)?),
-        ExprKind::Binary(BinOp::Sub, a, b) => Some(coefficient(a, axis)? - coefficient(b, axis)?),
-        ExprKind::Binary(BinOp::Mul, a, b) => match (a.as_int(), b.as_int()) {
-            (Some(c), _) => Some(c * coefficient(b, axis)?),
-            (_, Some(c)) => Some(c * coefficient(a, axis)?),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 /// The GEMM roles of `op`, when it is an f32 sum of a product of two tensor
@@ -91,7 +73,7 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
         return None;
     };
     // A strided read (a convolution with stride 2) is no panel of B.
-    if coefficient(&b_idx[*n_dim], &n) != Some(1) {
+    if Affine::of(&b_idx[*n_dim]).coefficient(n.id()) != Some(1) {
         return None;
     }
     let b_layout = (*n_dim + 1 != b_idx.len()).then(|| {

@@ -1,96 +1,42 @@
 //! Bound inference: the region of a producer that one iteration of its
 //! host loop needs, from the consumer's read indices.
 //!
-//! Each index is decomposed into `outer + Σ cᵥ·v + c` where the `v` are the
-//! loops inside the host loop (ranging over their whole extent) and `outer`
-//! depends only on loops outside it (fixed during the iteration). The region
-//! of a dimension is then `outer + [lo, hi]` with constant bounds; reads whose
-//! outer parts differ, or indices that are not affine in the inner loops,
-//! fall back to the whole dimension.
+//! Each index's [`Affine`] form is split into `outer + Σ cᵥ·v + c` where the
+//! `v` are the loops inside the host loop (ranging over their whole extent)
+//! and `outer` depends only on loops outside it (fixed during the iteration).
+//! The region of a dimension is then `outer + [lo, hi]` with constant bounds;
+//! reads whose outer parts differ, or indices that are not affine in the inner
+//! loops, fall back to the whole dimension.
 
 use std::collections::HashSet;
 
-use crate::te::{BinOp, Const, Expr, ExprKind, Var};
+use crate::arith::{Affine, Interval, Overflow};
+use crate::te::{Expr, ExprKind};
 
-/// `Σ outer + Σ inner + constant`.
-#[derive(Clone, Debug, Default)]
-struct Linear {
-    outer: Vec<(Expr, i64)>,
-    inner: Vec<(Var, i64)>,
-    constant: i64,
+/// `index` as `(inner, outer)` forms that sum to it: `inner` the terms of
+/// the loops in `inner` with the constant, `outer` the rest; `None` when an
+/// inner loop appears other than linearly.
+fn decompose(index: &Expr, inner: &HashSet<u64>) -> Option<(Affine, Affine)> {
+    let uses_inner =
+        |e: &Expr| e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if inner.contains(&v.id())));
+    let (inside, outside) =
+        Affine::of(index).partition(|atom| atom.as_var().is_some() && uses_inner(atom));
+    if outside.terms.iter().any(|(atom, _)| uses_inner(atom)) {
+        return None;
+    }
+    Some((inside, outside))
 }
 
-fn contains_inner(e: &Expr, inner: &HashSet<u64>) -> bool {
-    e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if inner.contains(&v.id())))
-}
-
-impl Linear {
-    fn scaled(mut self, k: i64) -> Linear {
-        self.outer.iter_mut().for_each(|(_, c)| *c *= k);
-        self.inner.iter_mut().for_each(|(_, c)| *c *= k);
-        self.constant *= k;
-        self
-    }
-
-    fn plus(mut self, other: Linear) -> Linear {
-        for (atom, c) in other.outer {
-            match self.outer.iter_mut().find(|(a, _)| *a == atom) {
-                Some((_, existing)) => *existing += c,
-                None => self.outer.push((atom, c)),
-            }
-        }
-        for (v, c) in other.inner {
-            match self.inner.iter_mut().find(|(w, _)| *w == v) {
-                Some((_, existing)) => *existing += c,
-                None => self.inner.push((v, c)),
-            }
-        }
-        self.constant += other.constant;
-        self.outer.retain(|(_, c)| *c != 0);
-        self.inner.retain(|(_, c)| *c != 0);
-        self
-    }
-
-    /// The outer part as a canonical, comparable list.
-    fn outer_key(&self) -> Vec<(String, i64)> {
-        let mut key: Vec<(String, i64)> = self
-            .outer
-            .iter()
-            .map(|(a, c)| (a.to_string(), *c))
-            .collect();
-        key.sort();
-        key
-    }
-}
-
-fn linearize(e: &Expr, inner: &HashSet<u64>) -> Option<Linear> {
-    let atom = || Linear {
-        outer: vec![(e.clone(), 1)],
-        ..Linear::default()
-    };
-    match e.kind() {
-        ExprKind::Const(Const::Int(c)) => Some(Linear {
-            constant: *c,
-            ..Linear::default()
-        }),
-        ExprKind::Var(v) if inner.contains(&v.id()) => Some(Linear {
-            inner: vec![(v.clone(), 1)],
-            ..Linear::default()
-        }),
-        ExprKind::Binary(BinOp::Add, a, b) => Some(linearize(a, inner)?.plus(linearize(b, inner)?)),
-        ExprKind::Binary(BinOp::Sub, a, b) => {
-            Some(linearize(a, inner)?.plus(linearize(b, inner)?.scaled(-1)))
-        }
-        ExprKind::Neg(a) => Some(linearize(a, inner)?.scaled(-1)),
-        ExprKind::Binary(BinOp::Mul, a, b) => match (a.as_int(), b.as_int()) {
-            (_, Some(k)) => Some(linearize(a, inner)?.scaled(k)),
-            (Some(k), _) => Some(linearize(b, inner)?.scaled(k)),
-            _ if contains_inner(e, inner) => None,
-            _ => Some(atom()),
-        },
-        _ if contains_inner(e, inner) => None,
-        _ => Some(atom()),
-    }
+/// The outer part as a canonical, comparable list.
+fn outer_key(outer: &Affine) -> Vec<(String, i64)> {
+    let mut key: Vec<(String, i64)> = outer
+        .terms
+        .iter()
+        .filter(|(_, c)| *c != 0)
+        .map(|(a, c)| (a.to_string(), *c))
+        .collect();
+    key.sort();
+    key
 }
 
 /// The region of one dimension: `offset + 0..extent`.
@@ -107,50 +53,51 @@ pub(crate) fn dim_region(indices: &[Expr], inner: &HashSet<u64>, full: i64) -> D
         offset: Expr::i64(0),
         extent: full,
     };
-    // (outer part key, first decomposition, lowest and highest constant offset)
-    type Span = (Vec<(String, i64)>, Linear, i64, i64);
+    // (outer part key, first outer part, lowest and highest offset)
+    type Span = (Vec<(String, i64)>, Affine, i64, i64);
     let mut bounds: Option<Span> = None;
     for index in indices {
-        let Some(lin) = linearize(index, inner) else {
+        let Some((inside, outside)) = decompose(index, inner) else {
             return whole;
         };
-        let spread = |negative: bool| -> i64 {
-            lin.inner
-                .iter()
-                .filter(|(_, c)| (*c < 0) == negative)
-                .map(|(v, c)| c * (v.extent() - 1))
-                .sum()
+        let loop_range = |atom: &Expr| {
+            atom.as_var()
+                .map_or(Interval::FULL, |v| Interval::of_extent(v.extent()))
         };
-        let lo = lin.constant + spread(true);
-        let hi = lin.constant + spread(false);
-        let key = lin.outer_key();
+        let Interval { lo, hi } = inside.bounds(loop_range, Overflow::Wrap);
+        let key = outer_key(&outside);
         bounds = match bounds {
-            None => Some((key, lin, lo, hi)),
+            None => Some((key, outside, lo, hi)),
             Some((k, first, l, h)) if k == key => Some((k, first, l.min(lo), h.max(hi))),
             Some(_) => return whole,
         };
     }
-    let Some((_, lin, lo, hi)) = bounds else {
+    let Some((_, outer, lo, hi)) = bounds else {
         return whole;
     };
-    let extent = hi - lo + 1;
-    if extent >= full {
+    let extent = hi as i128 - lo as i128 + 1;
+    if extent >= full as i128 {
         return whole;
     }
-    let offset = lin
-        .outer
-        .iter()
-        .fold(Expr::i64(lo), |acc, (atom, c)| match c {
-            1 => acc + atom,
-            c => acc + atom * *c,
-        });
-    DimRegion { offset, extent }
+    let offset =
+        outer
+            .terms
+            .iter()
+            .filter(|(_, c)| *c != 0)
+            .fold(Expr::i64(lo), |acc, (atom, c)| match c {
+                1 => acc + atom,
+                c => acc + atom * *c,
+            });
+    DimRegion {
+        offset,
+        extent: extent as i64,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::te::IterKind;
+    use crate::te::{IterKind, Var};
 
     #[test]
     fn tile_of_a_split_loop() {

@@ -76,7 +76,7 @@ impl Lowering<'_> {
                 continue;
             };
             let extent = layout.extents[*parent];
-            if range_of(value, &[]).hi >= extent as i128 {
+            if range_of(value, &[]).hi >= extent {
                 let target = match stage.iters[*parent].kind {
                     IterKind::Spatial => &mut sp,
                     IterKind::Reduce => &mut rd,
@@ -92,7 +92,7 @@ impl Lowering<'_> {
                 if range.lo < 0 {
                     sp.push(global.ge(0));
                 }
-                if range.hi >= full as i128 {
+                if range.hi >= full {
                     sp.push(global.lt(full));
                 }
             }

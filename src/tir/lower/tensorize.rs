@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use crate::arith::Affine;
 use crate::runtime::ukernels;
 use crate::schedule::{IterId, TENSORIZE_BLOCK, Tensorized};
 use crate::te::{BinOp, CmpOp, DType, Expr, ExprKind, IterKind, Var, max, min};
@@ -14,74 +15,25 @@ use super::super::ir::{BufferId, GemmCall, GemmOperand, Stmt};
 use super::{LowerError, Lowering};
 
 /// `residual + Σ coefs[v]·block_var[v]`, the residual free of block variables.
-struct Affine {
+struct BlockForm {
     coefs: [i64; TENSORIZE_BLOCK],
     residual: Expr,
 }
 
-/// `e` as an affine form in the block variables `vars`, or `None` when a
-/// block variable appears other than linearly.
-fn affine(e: &Expr, vars: &[Var]) -> Option<Affine> {
-    let block = |id: u64| vars.iter().position(|v| v.id() == id);
-    let uses_block =
-        |x: &Expr| x.any(&mut |y| matches!(y.kind(), ExprKind::Var(v) if block(v.id()).is_some()));
-    if !uses_block(e) {
-        return Some(Affine {
-            coefs: [0; TENSORIZE_BLOCK],
-            residual: e.clone(),
-        });
+/// `e` split into the block variables `vars` and the rest, or `None` when a
+/// block variable appears other than linearly. The residual is `e` at the
+/// block's origin (every block variable 0).
+fn block_form(e: &Expr, vars: &[Var]) -> Option<BlockForm> {
+    let form = Affine::of(e);
+    let mut coefs = [0; TENSORIZE_BLOCK];
+    for (coef, var) in coefs.iter_mut().zip(vars) {
+        *coef = form.coefficient(var.id())?;
     }
-    let scale = |a: Affine, c: i64| Affine {
-        coefs: a.coefs.map(|x| x * c),
-        residual: a.residual * Expr::i64(c),
-    };
-    let combine = |a: Affine, b: Affine, sign: i64| {
-        let mut coefs = a.coefs;
-        for (x, y) in coefs.iter_mut().zip(b.coefs) {
-            *x += sign * y;
-        }
-        let residual = if sign > 0 {
-            a.residual + b.residual
-        } else {
-            a.residual - b.residual
-        };
-        Affine { coefs, residual }
-    };
-    match e.kind() {
-        ExprKind::Var(v) => {
-            let mut coefs = [0; TENSORIZE_BLOCK];
-            coefs[block(v.id())?] = 1;
-            Some(Affine {
-                coefs,
-                residual: Expr::i64(0),
-            })
-        }
-        ExprKind::Neg(a) => Some(scale(affine(a, vars)?, -1)),
-        ExprKind::Binary(BinOp::Add, a, b) => Some(combine(affine(a, vars)?, affine(b, vars)?, 1)),
-        ExprKind::Binary(BinOp::Sub, a, b) => Some(combine(affine(a, vars)?, affine(b, vars)?, -1)),
-        ExprKind::Binary(BinOp::Mul, a, b) => match (a.as_int(), b.as_int()) {
-            (Some(c), _) => Some(scale(affine(b, vars)?, c)),
-            (_, Some(c)) => Some(scale(affine(a, vars)?, c)),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// `(v, limit)` when `p` is `lhs < bound` with `lhs` affine in block loop
-/// `v` alone, with coefficient 1: the loop runs `limit = bound - rest` times.
-fn upper_bound(p: &Expr, vars: &[Var]) -> Option<(usize, Expr)> {
-    let ExprKind::Cmp(CmpOp::Lt, lhs, bound) = p.kind() else {
-        return None;
-    };
-    let form = affine(lhs, vars)?;
-    let used: Vec<usize> = (0..vars.len()).filter(|&v| form.coefs[v] != 0).collect();
-    match used.as_slice() {
-        [v] if form.coefs[*v] == 1 && affine(bound, vars)?.coefs == [0; TENSORIZE_BLOCK] => {
-            Some((*v, bound.clone() - form.residual))
-        }
-        _ => None,
-    }
+    let origin: HashMap<u64, Expr> = vars.iter().map(|v| (v.id(), Expr::i64(0))).collect();
+    Some(BlockForm {
+        coefs,
+        residual: e.substitute(&origin),
+    })
 }
 
 /// The row-major flat index of `indices` in a buffer of `shape`.
@@ -91,6 +43,22 @@ fn flat(indices: &[Expr], shape: &[i64]) -> Expr {
         flat = flat * Expr::i64(*extent) + index.clone();
     }
     flat
+}
+
+/// `(v, limit)` when `p` is `lhs < bound` with `lhs` affine in block loop
+/// `v` alone, with coefficient 1: the loop runs `limit = bound - rest` times.
+fn upper_bound(p: &Expr, vars: &[Var]) -> Option<(usize, Expr)> {
+    let ExprKind::Cmp(CmpOp::Lt, lhs, bound) = p.kind() else {
+        return None;
+    };
+    let form = block_form(lhs, vars)?;
+    let used: Vec<usize> = (0..vars.len()).filter(|&v| form.coefs[v] != 0).collect();
+    match used.as_slice() {
+        [v] if form.coefs[*v] == 1 && block_form(bound, vars)?.coefs == [0; TENSORIZE_BLOCK] => {
+            Some((*v, bound.clone() - form.residual))
+        }
+        _ => None,
+    }
 }
 
 /// Which block loop plays which part.
@@ -188,9 +156,9 @@ impl Lowering<'_> {
                 ))),
             }
         };
-        let operand_form = |id: BufferId, idx: &[Expr]| -> Result<Affine, LowerError> {
+        let operand_form = |id: BufferId, idx: &[Expr]| -> Result<BlockForm, LowerError> {
             let f = flat(idx, &self.buffers[id].shape);
-            affine(&f, &vars).ok_or_else(|| {
+            block_form(&f, &vars).ok_or_else(|| {
                 err(format!(
                     "'{}' is indexed non-linearly in the block's loops",
                     self.buffers[id].name
@@ -203,8 +171,8 @@ impl Lowering<'_> {
         let (xf, yf) = (operand_form(xb, &xi)?, operand_form(yb, &yi)?);
         let roles = self.roles(index, block, &c)?;
         // B varies along n with stride 1 and not along m; A not along n.
-        let is_b = |f: &Affine| f.coefs[roles.n] == 1 && f.coefs[roles.m] == 0;
-        let is_a = |f: &Affine| f.coefs[roles.n] == 0;
+        let is_b = |f: &BlockForm| f.coefs[roles.n] == 1 && f.coefs[roles.m] == 0;
+        let is_a = |f: &BlockForm| f.coefs[roles.n] == 0;
         let ((ab, af), (bb, bf)) = if is_b(&yf) && is_a(&xf) {
             ((xb, xf), (yb, yf))
         } else if is_b(&xf) && is_a(&yf) {
@@ -240,12 +208,13 @@ impl Lowering<'_> {
                 "negative strides {strides:?} are not supported"
             )));
         }
-        let operand = |buffer: BufferId, f: Affine, row: usize, col: Option<usize>| GemmOperand {
-            buffer,
-            offset: f.residual.clone(),
-            row_stride: f.coefs[row],
-            col_stride: col.map_or(1, |c| f.coefs[c]),
-        };
+        let operand =
+            |buffer: BufferId, f: BlockForm, row: usize, col: Option<usize>| GemmOperand {
+                buffer,
+                offset: f.residual.clone(),
+                row_stride: f.coefs[row],
+                col_stride: col.map_or(1, |c| f.coefs[c]),
+            };
         let call = GemmCall {
             kernel: kernel.name.to_string(),
             m,
@@ -273,7 +242,7 @@ impl Lowering<'_> {
 
     /// The m, n and k loops of the block from the output's access: n is the
     /// spatial loop the output is contiguous along.
-    fn roles(&self, index: usize, block: &[IterId], c: &Affine) -> Result<Roles, LowerError> {
+    fn roles(&self, index: usize, block: &[IterId], c: &BlockForm) -> Result<Roles, LowerError> {
         let stage = &self.state.stages()[index];
         let position: HashMap<IterKind, Vec<usize>> =
             (0..block.len()).fold(HashMap::new(), |mut map, r| {

@@ -154,19 +154,21 @@ impl Analysis<IndexLang> for IndexAnalysis {
             IndexLang::Leaf(slot) => egraph.analysis.leaf(slot.0),
             IndexLang::Add([a, b]) => {
                 let (a, b) = (d(a), d(b));
-                arith(&a, &b, a.range.add(b.range), || gcd(a.mult, b.mult))
+                arith(&a, &b, a.range.checked_add(b.range), || gcd(a.mult, b.mult))
             }
             IndexLang::Sub([a, b]) => {
                 let (a, b) = (d(a), d(b));
-                arith(&a, &b, a.range.sub(b.range), || gcd(a.mult, b.mult))
+                arith(&a, &b, a.range.checked_sub(b.range), || gcd(a.mult, b.mult))
             }
             IndexLang::Mul([a, b]) => {
                 let (a, b) = (d(a), d(b));
-                arith(&a, &b, a.range.mul(b.range), || mul_mult(a.mult, b.mult))
+                arith(&a, &b, a.range.checked_mul(b.range), || {
+                    mul_mult(a.mult, b.mult)
+                })
             }
             IndexLang::Neg(a) => {
                 let a = d(a);
-                arith(&a, &a, a.range.neg(), || a.mult)
+                arith(&a, &a, a.range.checked_neg(), || a.mult)
             }
             IndexLang::Div([a, b]) => {
                 let (a, b) = (d(a), d(b));
@@ -234,7 +236,7 @@ impl Analysis<IndexLang> for IndexAnalysis {
         debug_assert_eq!(a.ty, b.ty, "merged an integer class with a boolean one");
         let merged = Data {
             ty: a.ty,
-            range: a.range.intersect(b.range),
+            range: a.range.refine(b.range),
             mult: lcm_or_larger(a.mult, b.mult),
             // Either representative may be extracted: stay conservative.
             may_fault: a.may_fault || b.may_fault,

@@ -161,12 +161,12 @@ pub(super) fn may_fault(g: &Graph, id: Id) -> bool {
 
 /// Whether `a + b` never wraps.
 pub(super) fn add_fits(g: &Graph, a: Id, b: Id) -> bool {
-    range(g, a).add(range(g, b)).is_some()
+    range(g, a).checked_add(range(g, b)).is_some()
 }
 
 /// Whether `a * b` never wraps.
 pub(super) fn mul_fits(g: &Graph, a: Id, b: Id) -> bool {
-    range(g, a).mul(range(g, b)).is_some()
+    range(g, a).checked_mul(range(g, b)).is_some()
 }
 
 /// Whether the positive `c` divides every value of the class.

@@ -5,7 +5,7 @@
 //! nothing for the e-graph to do.
 
 use super::convert::{is_lang, leaf_range, var_range};
-use super::interval::{self, Range, eval};
+use super::interval::{self, Overflow, Range, eval};
 use crate::te::{BinOp, CmpOp, Const, DType, Expr, ExprKind};
 
 /// A folded expression and the range of its value.
@@ -96,9 +96,9 @@ fn fold_neg(e: &Expr, a: Folded) -> Folded {
     }
     if let ExprKind::Neg(inner) = a.expr.kind() {
         // -(-x) = x modulo 2^64.
-        return Folded::new(inner.clone(), a.range.neg().unwrap_or(Range::FULL));
+        return Folded::new(inner.clone(), a.range.checked_neg().unwrap_or(Range::FULL));
     }
-    let range = a.range.neg().unwrap_or(Range::FULL);
+    let range = a.range.checked_neg().unwrap_or(Range::FULL);
     Folded::new(rebuild(e, &[&a.expr]), range)
 }
 
@@ -141,17 +141,7 @@ fn fold_logic(e: &Expr, op: BinOp, a: &Expr, b: &Expr) -> Folded {
 
 /// The range of `a op b`.
 fn arith_range(op: BinOp, a: Range, b: Range) -> Range {
-    match op {
-        BinOp::Add => a.add(b).unwrap_or(Range::FULL),
-        BinOp::Sub => a.sub(b).unwrap_or(Range::FULL),
-        BinOp::Mul => a.mul(b).unwrap_or(Range::FULL),
-        BinOp::Div => a.truncdiv(b),
-        BinOp::FloorDiv => a.floordiv(b),
-        BinOp::FloorMod => a.floormod(b),
-        BinOp::Min => a.min(b),
-        BinOp::Max => a.max(b),
-        BinOp::And | BinOp::Or => Range::BOOL,
-    }
+    a.binary(op, b, Overflow::Wrap)
 }
 
 fn fold_arith(e: &Expr, op: BinOp, a: Folded, b: Folded) -> Folded {
@@ -175,7 +165,7 @@ fn fold_arith(e: &Expr, op: BinOp, a: Folded, b: Folded) -> Folded {
                 && let Some(c1) = c1.as_int()
             {
                 // (x * c1) * c2 = x * (c1 * c2) modulo 2^64.
-                let range = a.range.mul(b.range).unwrap_or(Range::FULL);
+                let range = a.range.checked_mul(b.range).unwrap_or(Range::FULL);
                 let k = Expr::i64(c1.wrapping_mul(c2));
                 let expr = Expr::new(DType::I64, ExprKind::Binary(BinOp::Mul, x.clone(), k));
                 return Folded::new(expr, range);

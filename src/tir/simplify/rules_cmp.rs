@@ -197,7 +197,7 @@ fn split_bounds() -> Result<Vec<Rw>, String> {
         let k = positive(g, k_id)?;
         let rb = range(g, b);
         // a*k + b must not wrap.
-        range(g, a).mul(range(g, k_id))?.add(rb)?;
+        range(g, a).checked_mul(range(g, k_id))?.checked_add(rb)?;
         let k = k as i128;
         let q = floor_div(strict, k);
         let r = strict - q * k;

@@ -8,7 +8,7 @@
 //! `floormod(f, 56)`, and bounds on them (`i0*8 + i1 < 100`).
 
 use super::convert::{is_lang, var_range};
-use super::interval::{Range, floor_div, gcd};
+use super::interval::{Overflow, Range, floor_div, gcd};
 use crate::te::{BinOp, CmpOp, Const, Expr, ExprKind};
 
 /// Whether running the e-graph on the folded expression `e` could shrink it.
@@ -164,7 +164,7 @@ fn bound_settled(lin: &mut Linear, op: CmpOp, side: &Expr, c: i64) -> bool {
             .iter()
             .enumerate()
             .filter(|(m, _)| *m != n)
-            .try_fold(Range::point(0), |acc, (_, r)| acc.add(*r));
+            .try_fold(Range::point(0), |acc, (_, r)| acc.checked_add(*r));
         let k = *k as i128;
         let r = bound - floor_div(bound, k) * k;
         !matches!(rest, Some(b) if b.lo >= 0 && (b.hi as i128) < k && (r == 0 || (b.hi as i128) < r))
@@ -176,17 +176,12 @@ fn range_of(e: &Expr) -> Range {
     match e.kind() {
         ExprKind::Var(v) => var_range(v),
         ExprKind::Const(Const::Int(v)) => Range::point(*v),
-        ExprKind::Binary(op, a, b) if is_lang(e) => {
-            let (a, b) = (range_of(a), range_of(b));
-            match op {
-                BinOp::Add => a.add(b).unwrap_or(Range::FULL),
-                BinOp::Sub => a.sub(b).unwrap_or(Range::FULL),
-                BinOp::Mul => a.mul(b).unwrap_or(Range::FULL),
-                BinOp::FloorDiv => a.floordiv(b),
-                BinOp::FloorMod => a.floormod(b),
-                _ => Range::FULL,
+        ExprKind::Binary(op, a, b) if is_lang(e) => match op {
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::FloorDiv | BinOp::FloorMod => {
+                range_of(a).binary(*op, range_of(b), Overflow::Wrap)
             }
-        }
+            _ => Range::FULL,
+        },
         _ => Range::FULL,
     }
 }
