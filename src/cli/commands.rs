@@ -4,6 +4,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::error::CliError;
+use crate::codegen;
 use crate::ops;
 use crate::schedule::{State, Step, steps_from_json};
 use crate::te::ComputeDag;
@@ -42,18 +43,25 @@ pub(crate) fn ops() -> Result<String, CliError> {
     Ok(out)
 }
 
-/// `tessera show OP --shape … [--schedule FILE]`: the DAG in readable and
-/// canonical form, its key, and the loop IR of the schedule (or the default one).
+/// `tessera show OP --shape … [--schedule FILE] [--passes]`: the DAG in
+/// readable and canonical form, its key, and the loop IR of the schedule (or
+/// the default one); with `--passes`, the IR after each lowering pass and
+/// code generation's decisions.
 pub(crate) fn show(
     op_name: &str,
     shape_text: &str,
     schedule: Option<&Path>,
+    passes: bool,
 ) -> Result<String, CliError> {
     let op = ops::find(op_name)?;
     let shape = op.parse_shape(shape_text)?;
     let dag = op.build(&shape)?;
     let state = load_state(&dag, schedule)?;
-    let func = tir::lower(&state)?;
+    let loop_ir = if passes {
+        pass_by_pass(&state)?
+    } else {
+        format!("loop IR:\n{}", tir::lower(&state)?)
+    };
     let key = dag.workload_key();
     let describe = |tensors: Vec<&crate::te::Tensor>| -> String {
         tensors
@@ -77,7 +85,43 @@ pub(crate) fn show(
     let _ = writeln!(out, "\nstages:\n{dag}");
     let _ = writeln!(out, "canonical form:\n{}", dag.canonical_text());
     let _ = writeln!(out, "schedule:\n{}", state.to_text());
-    let _ = write!(out, "loop IR:\n{func}");
+    out.push_str(&loop_ir);
+    Ok(out)
+}
+
+/// The loop IR after each pass of [`tir::LOWERING_PASSES`] (with the buffers
+/// a pass adds), then what code generation decides for the result.
+fn pass_by_pass(state: &State) -> Result<String, CliError> {
+    let trace = tir::lower_traced(state)?;
+    let mut out = String::from("loop IR after each pass:\n");
+    let mut known_buffers = 0;
+    let mut previous = String::new();
+    for (n, after) in trace.iter().enumerate() {
+        let func = &after.func;
+        let ir = func.to_string();
+        let unchanged = if ir == previous { ", unchanged" } else { "" };
+        let _ = writeln!(
+            out,
+            "\n== pass {}/{}: {} ({}){unchanged} ==",
+            n + 1,
+            trace.len(),
+            after.pass.name,
+            after.pass.description
+        );
+        for buffer in &func.buffers[known_buffers.min(func.buffers.len())..] {
+            let _ = writeln!(out, "buffer {buffer}");
+        }
+        known_buffers = func.buffers.len();
+        out.push_str(&ir);
+        previous = ir;
+    }
+    if let Some(last) = trace.last() {
+        let _ = write!(
+            out,
+            "\ncodegen decisions:\n{}",
+            codegen::decisions(&last.func)
+        );
+    }
     Ok(out)
 }
 

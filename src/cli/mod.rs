@@ -42,6 +42,10 @@ enum Command {
         /// default, naive lowering).
         #[arg(long)]
         schedule: Option<std::path::PathBuf>,
+        /// Print the loop IR after each lowering pass, then what code
+        /// generation decides (vector widths, buffers kept in registers).
+        #[arg(long)]
+        passes: bool,
     },
     /// Time the best cached (or deployed, or given) schedule, verified, against
     /// the default schedule and (for matrix products) the matrixmultiply and gemm crates.
@@ -109,7 +113,8 @@ where
             op,
             shape,
             schedule,
-        } => commands::show(&op, &shape, schedule.as_deref()),
+            passes,
+        } => commands::show(&op, &shape, schedule.as_deref(), passes),
         Command::Bench(args) => bench::bench(&args),
         Command::Deploy(args) => deploy::deploy(&args),
         Command::Ci(args) => ci::ci(&args),

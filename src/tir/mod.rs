@@ -1,5 +1,5 @@
-//! The loop-nest IR: lowering from schedules, simplification (egg),
-//! passes, a printer and an interpreter.
+//! The loop-nest IR: lowering from schedules as a list of named passes,
+//! simplification (egg), a printer and an interpreter.
 
 pub mod interp;
 mod ir;
@@ -10,4 +10,6 @@ pub mod simplify;
 
 pub use interp::{TirInterpError, run};
 pub use ir::{Buffer, BufferId, ForKind, GemmCall, GemmOperand, MemScope, PrimFunc, Stmt};
-pub use lower::{LowerError, lower, lower_unsimplified};
+pub use lower::{
+    AfterPass, LOWERING_PASSES, LowerError, Pass, lower, lower_traced, lower_unsimplified,
+};

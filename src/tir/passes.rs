@@ -1,5 +1,6 @@
-//! Passes over the loop IR: auto-unroll marking, removal of unit loops, and
-//! simplification of every expression (guards proven true disappear).
+//! Passes over the loop IR: auto-unroll marking, removal of unit loops,
+//! simplification of every expression, removal of decided conditionals
+//! (their order is [`LOWERING_PASSES`](super::LOWERING_PASSES)).
 
 use std::collections::HashMap;
 
@@ -29,17 +30,18 @@ fn steps(s: &Stmt) -> u64 {
     }
 }
 
-/// `pragma auto_unroll_max_step`: serial loops over `vars` whose nest runs
-/// at most `max_step` iterations become unrolled.
-pub fn mark_auto_unroll(s: &mut Stmt, vars: &[u64], max_step: u32) {
+/// `pragma auto_unroll_max_step`: a serial loop whose variable has a
+/// `max_step` in `max_steps` becomes unrolled when its nest runs at most
+/// `max_step` iterations.
+pub fn mark_auto_unroll(s: &mut Stmt, max_steps: &HashMap<u64, u32>) {
     match s {
         Stmt::For {
             var, kind, body, ..
         } => {
-            mark_auto_unroll(body, vars, max_step);
-            let eligible = *kind == ForKind::Serial && vars.contains(&var.id());
-            if eligible
-                && steps(s) <= max_step as u64
+            mark_auto_unroll(body, max_steps);
+            let max_step = max_steps.get(&var.id()).copied();
+            if *kind == ForKind::Serial
+                && max_step.is_some_and(|m| steps(s) <= m as u64)
                 && let Stmt::For { kind, .. } = s
             {
                 *kind = ForKind::Unrolled;
@@ -47,18 +49,16 @@ pub fn mark_auto_unroll(s: &mut Stmt, vars: &[u64], max_step: u32) {
         }
         Stmt::Seq(items) => items
             .iter_mut()
-            .for_each(|i| mark_auto_unroll(i, vars, max_step)),
+            .for_each(|i| mark_auto_unroll(i, max_steps)),
         Stmt::IfThenElse {
             then, otherwise, ..
         } => {
-            mark_auto_unroll(then, vars, max_step);
+            mark_auto_unroll(then, max_steps);
             if let Some(o) = otherwise {
-                mark_auto_unroll(o, vars, max_step);
+                mark_auto_unroll(o, max_steps);
             }
         }
-        Stmt::Allocate { body, .. } | Stmt::Let { body, .. } => {
-            mark_auto_unroll(body, vars, max_step)
-        }
+        Stmt::Allocate { body, .. } | Stmt::Let { body, .. } => mark_auto_unroll(body, max_steps),
         Stmt::Store { .. } | Stmt::Gemm(_) => {}
     }
 }
@@ -198,11 +198,14 @@ pub fn remove_decided_branches(s: Stmt) -> Stmt {
     }
 }
 
-/// The standard pipeline: unit loops removed, every expression simplified,
-/// decided conditionals removed.
+/// Every expression of `s` simplified (guards proven true become `true`).
+pub fn simplify_exprs(s: Stmt) -> Stmt {
+    map_exprs(s, &mut |e| simplify(e))
+}
+
+/// The simplification passes of [`LOWERING_PASSES`](super::LOWERING_PASSES),
+/// in order, applied to `func`.
 pub fn simplify_func(mut func: PrimFunc) -> PrimFunc {
-    let body = remove_unit_loops(func.body);
-    let body = map_exprs(body, &mut |e| simplify(e));
-    func.body = remove_decided_branches(body);
+    func.body = super::lower::simplify_body(func.body);
     func
 }

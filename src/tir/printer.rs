@@ -59,12 +59,7 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
             writeln!(out, "{pad}}}")
         }
         Stmt::Allocate { buffer, body } => {
-            let b = &f.buffers[*buffer];
-            let scope = match b.scope {
-                MemScope::Global => "global",
-                MemScope::Local => "local",
-            };
-            writeln!(out, "{pad}alloc {}: {} {scope}", b.name, buffer_type(b))?;
+            writeln!(out, "{pad}alloc {}", f.buffers[*buffer])?;
             write_stmt(out, f, body, depth)
         }
         Stmt::Let { var, value, body } => {
@@ -91,6 +86,17 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
                 call.kc
             )
         }
+    }
+}
+
+/// `name: f32[64, 16] local`.
+impl fmt::Display for Buffer {
+    fn fmt(&self, fmt: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scope = match self.scope {
+            MemScope::Global => "global",
+            MemScope::Local => "local",
+        };
+        write!(fmt, "{}: {} {scope}", self.name, buffer_type(self))
     }
 }
 

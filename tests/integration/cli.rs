@@ -73,6 +73,84 @@ fn show_prints_the_dag_and_key() {
     assert!(text.contains("canonical form:\ntessera-dag v1\np0 = placeholder f32[1, 64, 56, 56]"));
 }
 
+#[test]
+fn show_passes_prints_the_ir_after_each_pass_in_order() {
+    let shape = ["show", "matmul", "--shape", "M=64,N=64,K=64"];
+    let plain = tessera(&shape);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let plain = stdout(&plain);
+    let (header, final_ir) = plain.split_once("loop IR:\n").expect("a loop IR section");
+    assert!(!plain.contains("== pass"), "{plain}");
+
+    let out = tessera(&[&shape[..], &["--passes"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with(header), "the DAG part is the plain one");
+    let (_, passes) = text
+        .split_once("loop IR after each pass:\n")
+        .expect("a pass section");
+    let (passes, decisions) = passes
+        .split_once("\ncodegen decisions:\n")
+        .expect("codegen decisions after the passes");
+    let sections: Vec<&str> = passes.split("\n== pass ").skip(1).collect();
+    let names: Vec<&str> = tessera::tir::LOWERING_PASSES
+        .iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(sections.len(), names.len(), "{passes}");
+    for (n, (section, name)) in sections.iter().zip(&names).enumerate() {
+        let head = format!("{}/{}: {name} (", n + 1, names.len());
+        assert!(section.starts_with(&head), "{section}");
+        let ir = &section[section.find("func matmul(").expect("IR after the pass")..];
+        assert!(ir.trim_end().ends_with('}'), "{ir}");
+        if n + 1 == names.len() {
+            assert_eq!(ir, final_ir, "the last pass gives the plain loop IR");
+        }
+    }
+    assert!(
+        sections[1].contains("for k in 0..64"),
+        "emit makes the loops"
+    );
+    assert_eq!(
+        decisions,
+        "vectorized loops: none\nallocated buffers: none\n"
+    );
+}
+
+#[test]
+fn show_passes_reports_vector_widths_and_promoted_buffers() {
+    let out = tessera(&[
+        "show",
+        "matmul",
+        "--shape",
+        "M=64,N=64,K=64",
+        "--schedule",
+        "examples/schedules/matmul_tiled.json",
+        "--passes",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let (_, decisions) = text
+        .split_once("\ncodegen decisions:\n")
+        .expect("codegen decisions");
+    assert_eq!(
+        decisions,
+        "vectorized loops:
+  B.local.i1 in 0..16: 4 chunks of 4 lanes, unrolled
+  i1.init in 0..16: 4 chunks of 4 lanes, unrolled
+  i1 in 0..16: 4 chunks of 4 lanes, unrolled
+  i1.1 in 0..16: 4 chunks of 4 lanes, unrolled
+allocated buffers:
+  B.local: f32[64, 16] (in a parallel body): stack, 4096 bytes
+  C.local: f32[2, 16] (in a parallel body): registers, 8 vectors of 4 lanes
+"
+    );
+    assert!(
+        text.contains("buffer C.local: f32[2, 16] local\n"),
+        "{text}"
+    );
+}
+
 /// Exit code 2, nothing on stdout, one line on stderr containing `parts`.
 fn assert_rejected(args: &[&str], parts: &[&str]) {
     let out = tessera(args);

@@ -10,7 +10,7 @@ use cranelift_codegen::ir::{
 use cranelift_frontend::Variable;
 
 use crate::te::{DType, Expr, ExprKind, Tensor};
-use crate::tir::{BufferId, ForKind, Stmt};
+use crate::tir::{BufferId, ForKind, PrimFunc, Stmt};
 
 use super::super::error::CodegenError;
 use super::{FnTranslator, Val, clif_type};
@@ -57,8 +57,51 @@ fn flags() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
+/// Where code generation keeps an allocated buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoragePlan {
+    /// In SSA variables (register promotion): one per `lanes` consecutive
+    /// elements, a vector when `lanes > 1`.
+    Registers {
+        /// Elements per variable.
+        lanes: i64,
+    },
+    /// In a stack slot of this many bytes.
+    Stack {
+        /// Size of the slot.
+        bytes: i64,
+    },
+    /// In a heap block of this many bytes, freed on return.
+    Heap {
+        /// Size of the block.
+        bytes: i64,
+    },
+}
+
+/// Where buffer `id`, allocated around `scope`, is kept by a function that
+/// is (`in_parallel`) or is not an outlined parallel body.
+pub(crate) fn storage_plan(
+    func: &PrimFunc,
+    id: BufferId,
+    scope: &Stmt,
+    in_parallel: bool,
+) -> StoragePlan {
+    let buffer = &func.buffers[id];
+    let elements = buffer.num_elements();
+    let bytes = elements * buffer.dtype.size_bytes() as i64;
+    if elements <= PROMOTE_LIMIT && promotable(scope, id, &buffer.handle, in_parallel) {
+        let lanes = vector_lanes(buffer.dtype);
+        let lanes = if elements % lanes == 0 { lanes } else { 1 };
+        StoragePlan::Registers { lanes }
+    } else if bytes <= STACK_LIMIT_BYTES {
+        StoragePlan::Stack { bytes }
+    } else {
+        StoragePlan::Heap { bytes }
+    }
+}
+
 /// Every `Allocate` in `s`, outside loops that will be outlined.
-fn allocations(s: &Stmt, in_parallel: bool, out: &mut Vec<(BufferId, Stmt)>) {
+pub(crate) fn allocations(s: &Stmt, in_parallel: bool, out: &mut Vec<(BufferId, Stmt)>) {
     match s {
         Stmt::Allocate { buffer, body } => {
             out.push((*buffer, (**body).clone()));
@@ -146,39 +189,33 @@ impl FnTranslator<'_, '_, '_> {
     pub fn plan_allocations(&mut self, body: &Stmt) -> Result<(), CodegenError> {
         let mut found = Vec::new();
         allocations(body, self.in_parallel, &mut found);
-        let func = self.func();
         for (id, scope) in found {
-            let buffer = &func.buffers[id];
-            let elements = buffer.num_elements();
-            let bytes = elements * buffer.dtype.size_bytes() as i64;
-            let storage = if elements <= PROMOTE_LIMIT
-                && promotable(&scope, id, &buffer.handle, self.in_parallel)
-            {
-                let lanes = vector_lanes(buffer.dtype);
-                let lanes = if elements % lanes == 0 { lanes } else { 1 };
-                Storage::Promoted {
+            let storage = match storage_plan(self.func(), id, &scope, self.in_parallel) {
+                StoragePlan::Registers { lanes } => Storage::Promoted {
                     lanes,
                     vars: HashMap::new(),
+                },
+                StoragePlan::Stack { bytes } => {
+                    let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+                        StackSlotKind::ExplicitSlot,
+                        bytes.max(1) as u32,
+                        6,
+                    ));
+                    Storage::Memory(self.b.ins().stack_addr(types::I64, slot, 0))
                 }
-            } else if bytes <= STACK_LIMIT_BYTES {
-                let slot = self.b.create_sized_stack_slot(StackSlotData::new(
-                    StackSlotKind::ExplicitSlot,
-                    bytes.max(1) as u32,
-                    6,
-                ));
-                Storage::Memory(self.b.ins().stack_addr(types::I64, slot, 0))
-            } else {
-                let alloc = self.imports.get(
-                    &mut self.b,
-                    "tessera_alloc",
-                    &[types::I64],
-                    Some(types::I64),
-                )?;
-                let size = self.b.ins().iconst(types::I64, bytes);
-                let call = self.b.ins().call(alloc, &[size]);
-                let block = self.b.inst_results(call)[0];
-                self.heap.push(block);
-                Storage::Memory(block)
+                StoragePlan::Heap { bytes } => {
+                    let alloc = self.imports.get(
+                        &mut self.b,
+                        "tessera_alloc",
+                        &[types::I64],
+                        Some(types::I64),
+                    )?;
+                    let size = self.b.ins().iconst(types::I64, bytes);
+                    let call = self.b.ins().call(alloc, &[size]);
+                    let block = self.b.inst_results(call)[0];
+                    self.heap.push(block);
+                    Storage::Memory(block)
+                }
             };
             self.storage.insert(id, storage);
         }

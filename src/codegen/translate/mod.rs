@@ -4,7 +4,7 @@
 mod entry;
 mod expr;
 mod gemm;
-mod memory;
+pub(crate) mod memory;
 mod parallel;
 mod value;
 pub(crate) mod vector;

@@ -60,16 +60,47 @@ fn body_lanes(s: &Stmt, func: &crate::tir::PrimFunc) -> Option<i64> {
     lanes.filter(|&l| agree && l > 1)
 }
 
+/// How code generation runs a vectorized loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VectorPlan {
+    /// Lanes per vector (128 bits of the stores' type).
+    pub lanes: i64,
+    /// Chunks of `lanes` iterations run as vectors.
+    pub chunks: i64,
+    /// Whether the chunks are unrolled (at most [`MAX_UNROLLED_CHUNKS`]) rather
+    /// than run by a loop.
+    pub unrolled: bool,
+    /// Iterations after the last chunk, run as scalar code.
+    pub remainder: i64,
+}
+
+/// The plan of `for _ in 0..extent vectorized { body }`; none when its
+/// stores have no common vector width (the loop then runs serially).
+pub(crate) fn vector_plan(
+    extent: i64,
+    body: &Stmt,
+    func: &crate::tir::PrimFunc,
+) -> Option<VectorPlan> {
+    let lanes = body_lanes(body, func)?;
+    let chunks = extent / lanes;
+    Some(VectorPlan {
+        lanes,
+        chunks,
+        unrolled: chunks > 0 && chunks <= MAX_UNROLLED_CHUNKS,
+        remainder: extent - chunks * lanes,
+    })
+}
+
 impl FnTranslator<'_, '_, '_> {
     /// `for var in 0..extent vectorized { body }`.
     pub fn vector_loop(&mut self, var: &Var, extent: i64, body: &Stmt) -> Result<(), CodegenError> {
-        let Some(lanes) = body_lanes(body, self.func()) else {
+        let Some(plan) = vector_plan(extent, body, self.func()) else {
             let start = self.b.ins().iconst(types::I64, 0);
             let end = self.b.ins().iconst(types::I64, extent);
             return self.serial_loop(var.id(), start, end, body);
         };
-        let chunks = extent / lanes;
-        if chunks > 0 && chunks <= MAX_UNROLLED_CHUNKS {
+        let (lanes, chunks) = (plan.lanes, plan.chunks);
+        if plan.unrolled {
             for c in 0..chunks {
                 let lane = Lane {
                     var: var.id(),

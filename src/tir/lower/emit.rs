@@ -1,5 +1,6 @@
-//! Loop nests of one stage: loops in the scheduled order, the guarded store,
-//! reduction init and update, and the stages computed at each loop.
+//! Loop nests: the function body of root stages, and per stage the loops in
+//! the scheduled order, the guarded store, reduction init and update, and the
+//! stages computed at each loop.
 
 use std::collections::HashMap;
 
@@ -8,7 +9,6 @@ use crate::te::bounds::range_of;
 use crate::te::{Expr, ExprKind, IterKind, ReduceOp, Var, max, min};
 
 use super::super::ir::{ForKind, Stmt};
-use super::super::passes::mark_auto_unroll;
 use super::{LowerError, Lowering};
 
 fn for_kind(annotation: Annotation) -> ForKind {
@@ -36,6 +36,33 @@ fn guarded(cond: Option<Expr>, body: Stmt) -> Stmt {
 }
 
 impl Lowering<'_> {
+    /// The function body: the nest of every stage computed at the root, in
+    /// stage order, inside the allocations of the intermediate ones.
+    pub(crate) fn emit_body(&mut self) -> Result<(), LowerError> {
+        let mut body = Vec::new();
+        let mut allocations = Vec::new();
+        for (index, stage) in self.state.stages().iter().enumerate() {
+            if stage.compute.is_none() || stage.compute_at != ComputeAt::Root {
+                continue;
+            }
+            if !stage.is_output
+                && let Some(b) = self.layouts[index].buffer
+            {
+                allocations.push(b);
+            }
+            body.push(self.emit_stage(index)?);
+        }
+        let mut root = Stmt::Seq(body);
+        for b in allocations.into_iter().rev() {
+            root = Stmt::Allocate {
+                buffer: b,
+                body: Box::new(root),
+            };
+        }
+        self.body = root;
+        Ok(())
+    }
+
     /// Reads of stages rewritten to reads of their buffers, shifted by the
     /// region offsets where a buffer holds only a region.
     fn localize(&self, e: &Expr) -> Expr {
@@ -188,7 +215,7 @@ impl Lowering<'_> {
         let mut own_vars: Vec<u64> = layout.leaf_vars.values().map(Var::id).collect();
         let max_step = stage.auto_unroll_max_step;
 
-        let mut nest = match reduction {
+        let nest = match reduction {
             None => {
                 let store = Stmt::Store {
                     buffer,
@@ -261,7 +288,8 @@ impl Lowering<'_> {
             }
         };
         if max_step > 0 {
-            mark_auto_unroll(&mut nest, &own_vars, max_step);
+            self.auto_unroll
+                .extend(own_vars.into_iter().map(|v| (v, max_step)));
         }
         Ok(nest)
     }

@@ -1,11 +1,11 @@
-//! Lowering a scheduled [`State`] to a [`PrimFunc`]: buffers, the domain of
-//! every stage (bound inference for stages computed at a loop), loop nests,
-//! inlining, guards for non-divisible splits, reduction init/update, then the
-//! simplification passes.
+//! Lowering a scheduled [`State`] to a [`PrimFunc`]: the state one lowering
+//! carries from pass to pass (the passes themselves are listed in
+//! [`pipeline`]).
 
 mod bound;
 mod emit;
 mod layout;
+mod pipeline;
 mod tensorize;
 
 use std::collections::{HashMap, HashSet};
@@ -16,8 +16,9 @@ use crate::schedule::{ComputeAt, Scope, State};
 use crate::te::{Expr, ExprKind};
 
 use super::ir::{Buffer, BufferId, MemScope, PrimFunc, Stmt};
-use super::passes;
 use layout::StageLayout;
+pub(crate) use pipeline::simplify_body;
+pub use pipeline::{AfterPass, LOWERING_PASSES, Pass, lower, lower_traced, lower_unsimplified};
 
 /// A state that could not be lowered. Valid states always lower; this
 /// reports an inconsistency instead of panicking.
@@ -36,13 +37,21 @@ pub enum LowerError {
     },
 }
 
-/// Shared state of one lowering.
+/// Shared state of one lowering: what the passes read and the function they
+/// build.
 pub(crate) struct Lowering<'a> {
     pub state: &'a State,
     /// Stage position by the id of its tensor.
     pub stage_of: HashMap<u64, usize>,
     pub layouts: Vec<StageLayout>,
     pub buffers: Vec<Buffer>,
+    /// The buffers of the DAG's inputs, then outputs.
+    pub params: Vec<BufferId>,
+    /// The function body built so far.
+    pub body: Stmt,
+    /// `pragma auto_unroll_max_step` of the stage owning each loop variable
+    /// (stages with the pragma only).
+    pub auto_unroll: HashMap<u64, u32>,
     used_names: HashSet<String>,
 }
 
@@ -59,8 +68,41 @@ impl<'a> Lowering<'a> {
             stage_of,
             layouts: Vec::new(),
             buffers: Vec::new(),
+            params: Vec::new(),
+            body: Stmt::nop(),
+            auto_unroll: HashMap::new(),
             used_names: HashSet::new(),
         }
+    }
+
+    /// The buffer of every DAG input and output, in parameter order.
+    fn bind_params(&mut self) -> Result<(), LowerError> {
+        let dag = self.state.dag();
+        let mut params = Vec::new();
+        for t in dag.inputs().iter().chain(dag.outputs()) {
+            let stage = *self
+                .stage_of
+                .get(&t.id())
+                .ok_or_else(|| LowerError::MissingStage(t.name().into()))?;
+            params.push(self.layouts[stage].buffer.unwrap_or(0));
+        }
+        self.params = params;
+        Ok(())
+    }
+
+    /// The function as built so far (for printing between passes).
+    fn snapshot(&self) -> PrimFunc {
+        assemble(
+            self.state,
+            self.buffers.clone(),
+            self.params.clone(),
+            self.body.clone(),
+        )
+    }
+
+    /// The function built.
+    fn into_func(self) -> PrimFunc {
+        assemble(self.state, self.buffers, self.params, self.body)
     }
 
     /// A variable name not used yet in this function.
@@ -107,62 +149,17 @@ impl<'a> Lowering<'a> {
     }
 }
 
-fn function_name(state: &State) -> String {
+/// The function of `state`, named after its DAG.
+fn assemble(state: &State, buffers: Vec<Buffer>, params: Vec<BufferId>, body: Stmt) -> PrimFunc {
     let label = state.dag().label();
     let base = label.split('[').next().unwrap_or(label);
-    if base.is_empty() {
-        "main".into()
-    } else {
-        base.into()
-    }
-}
-
-/// Lowers `state` to the loop IR, simplified.
-pub fn lower(state: &State) -> Result<PrimFunc, LowerError> {
-    let func = lower_unsimplified(state)?;
-    Ok(passes::simplify_func(func))
-}
-
-/// Lowers `state` without the simplification passes (for measuring them).
-pub fn lower_unsimplified(state: &State) -> Result<PrimFunc, LowerError> {
-    let mut cx = Lowering::new(state);
-    cx.compute_layouts();
-    let dag = state.dag();
-    let mut params = Vec::new();
-    for t in dag.inputs().iter().chain(dag.outputs()) {
-        let stage = *cx
-            .stage_of
-            .get(&t.id())
-            .ok_or_else(|| LowerError::MissingStage(t.name().into()))?;
-        params.push(cx.layouts[stage].buffer.unwrap_or(0));
-    }
-    let mut body = Vec::new();
-    let mut allocations = Vec::new();
-    for (index, stage) in state.stages().iter().enumerate() {
-        if stage.compute.is_none() || stage.compute_at != ComputeAt::Root {
-            continue;
-        }
-        if !stage.is_output
-            && let Some(b) = cx.layouts[index].buffer
-        {
-            allocations.push(b);
-        }
-        body.push(cx.emit_stage(index)?);
-    }
-    let mut root = Stmt::Seq(body);
-    for b in allocations.into_iter().rev() {
-        root = Stmt::Allocate {
-            buffer: b,
-            body: Box::new(root),
-        };
-    }
-    Ok(PrimFunc {
-        name: function_name(state),
-        buffers: cx.buffers,
+    PrimFunc {
+        name: if base.is_empty() { "main" } else { base }.into(),
+        buffers,
         params,
-        num_inputs: dag.inputs().len(),
-        body: root,
-    })
+        num_inputs: state.dag().inputs().len(),
+        body,
+    }
 }
 
 pub(crate) fn mem_scope(scope: Scope) -> MemScope {
