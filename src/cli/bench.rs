@@ -14,7 +14,7 @@ use crate::db::{self, Lookup, TuningDb};
 use crate::deploy::{Library, Resolution};
 use crate::measure::{Task, Timing, TimingOptions, time_runs};
 use crate::ops;
-use crate::runtime::{self, NdBuffer};
+use crate::runtime::{self, NdBuffer, Target};
 use crate::schedule::{State, calls_micro_kernel};
 use crate::search::Suite;
 use crate::te::{ComputeDag, DType, HostTensor};
@@ -116,6 +116,7 @@ impl Source {
 /// The schedule to time for `op` at `shape`, and where it came from.
 fn resolve(
     args: &BenchArgs,
+    target: &Target,
     op: &str,
     shape: &str,
     dag: &ComputeDag,
@@ -125,7 +126,8 @@ fn resolve(
         return Ok((state, Source::File(path.clone())));
     }
     if let Some(dir) = &args.from {
-        let library = Library::open(dir).map_err(|e| CliError::Usage(e.to_string()))?;
+        let library =
+            Library::open_with_target(dir, *target).map_err(|e| CliError::Usage(e.to_string()))?;
         return Ok(match library.resolve(dag) {
             Resolution::Tuned {
                 artifact,
@@ -217,14 +219,14 @@ fn best_plain(args: &BenchArgs, op: &str, shape: &str, dag: &ComputeDag) -> Opti
         .and_then(|(_, steps)| State::replay(dag, &steps).ok())
 }
 
-fn compile(state: &State, args: &BenchArgs) -> Result<Kernel, CliError> {
+fn compile(state: &State, args: &BenchArgs, target: &Target) -> Result<Kernel, CliError> {
     let func = tir::lower(state)?;
     Ok(codegen::compile(
         &func,
         &CodegenOptions {
             opt_level: args.opt_level(),
             strict_fp: args.strict_fp,
-            ..CodegenOptions::default()
+            ..CodegenOptions::for_target(*target)
         },
     )?)
 }
@@ -294,14 +296,14 @@ fn max_rel_error(got: &[f64], want: &[f64]) -> f64 {
 }
 
 /// `tessera bench`.
-pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
+pub(crate) fn bench(args: &BenchArgs, target: &Target) -> Result<String, CliError> {
     runtime::set_num_threads(args.threads());
     let ghz = peak::measure_clock_ghz()?;
     if let Some(path) = &args.suite {
-        return bench_suite(args, path, ghz);
+        return bench_suite(args, target, path, ghz);
     }
     let op = args.op.as_deref().unwrap_or_default();
-    let report = bench_one(args, op, &args.shape, ghz)?;
+    let report = bench_one(args, target, op, &args.shape, ghz)?;
     if args.json {
         return Ok(format!("{report}\n"));
     }
@@ -312,6 +314,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
 /// default one, both timed, and the GEMM peers for matrix products.
 fn bench_one(
     args: &BenchArgs,
+    target: &Target,
     op_name: &str,
     shape_text: &str,
     ghz: f64,
@@ -319,15 +322,15 @@ fn bench_one(
     let op = ops::find(op_name)?;
     let shape = op.parse_shape(shape_text)?;
     let dag = op.build(&shape)?;
-    let (state, source) = resolve(args, op.name, &shape.to_text(), &dag)?;
+    let (state, source) = resolve(args, target, op.name, &shape.to_text(), &dag)?;
     let threads = args.threads();
-    let kernel = compile(&state, args)?;
+    let kernel = compile(&state, args, target)?;
     let tensorized = calls_micro_kernel(state.steps());
     let plain = match best_plain(args, op.name, &shape.to_text(), &dag) {
-        Some(plain) if tensorized => Some(compile(&plain, args)?),
+        Some(plain) if tensorized => Some(compile(&plain, args, target)?),
         _ => None,
     };
-    let baseline = compile(&State::new(&dag), args)?;
+    let baseline = compile(&State::new(&dag), args, target)?;
     let inputs: Vec<HostTensor> = dag
         .inputs()
         .iter()
@@ -353,7 +356,7 @@ fn bench_one(
     let prepacked = super::bench_constants::prepacked(&dag, &state, &args.constants, &inputs)?;
     let mut prepacked_run = match &prepacked {
         Some((rewritten, packed)) => {
-            let k = compile(rewritten, args)?;
+            let k = compile(rewritten, args, target)?;
             let mut bufs = buffers(&k, packed)?;
             run(&k, &mut bufs)?;
             error = error.max(error_of(&bufs));
@@ -392,7 +395,7 @@ fn bench_one(
     }
     let untuned = time_kernel(&baseline, &mut base_bufs, args.repeat.min(3))?;
     let peak_gflops = peak::f32x4_fma_peak_gflops(ghz, threads);
-    let native_isa = crate::runtime::ukernels::host_isa();
+    let native_isa = target.isa();
     let native_peak_gflops =
         crate::runtime::ukernels::peak_gflops_per_core(native_isa, ghz) * threads as f64;
     let get = |name: &str| {
@@ -605,11 +608,16 @@ fn render(report: &Value) -> String {
 }
 
 /// `tessera bench --suite FILE`: every workload, one table (or one JSON object).
-fn bench_suite(args: &BenchArgs, path: &Path, ghz: f64) -> Result<String, CliError> {
+fn bench_suite(
+    args: &BenchArgs,
+    target: &Target,
+    path: &Path,
+    ghz: f64,
+) -> Result<String, CliError> {
     let suite = Suite::load(path)?;
     let mut reports = Vec::new();
     for w in &suite.workloads {
-        let mut report = bench_one(args, &w.op, &w.shape, ghz)?;
+        let mut report = bench_one(args, target, &w.op, &w.shape, ghz)?;
         report["label"] = json!(w.label);
         reports.push(report);
     }

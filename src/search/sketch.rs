@@ -29,6 +29,7 @@
 //! - **simple**: every other stage is computed at the root, its innermost
 //!   spatial axis split for vectorization.
 
+use crate::runtime::Target;
 use crate::schedule::Step;
 use crate::te::{ComputeDag, ComputeOp, ExprKind, Tensor};
 
@@ -442,8 +443,9 @@ use super::sketch_tensorize::Variant;
 /// Most sketches generated for one DAG.
 pub const MAX_SKETCHES: usize = 16;
 
-/// The sketches of `dag`.
-pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
+/// The sketches of `dag` for `target` (whose micro-kernels tensorized
+/// sketches may call).
+pub fn generate_sketches(dag: &ComputeDag, target: &Target) -> Vec<Sketch> {
     let stages: Vec<StageInfo> = dag
         .stages()
         .iter()
@@ -546,7 +548,7 @@ pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
                     name: &consumer,
                     axes: consumer_axes,
                 };
-                variants.extend(tensorize_variants(&s.name, &s.op, &host, &site));
+                variants.extend(tensorize_variants(target, &s.name, &s.op, &host, &site));
             } else {
                 let local = format!("{}.local", s.name);
                 let cache_write = |first: &[String]| {
@@ -587,7 +589,13 @@ pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
                     ));
                 }
                 variants.push((format!("{}:tile+cache_write", s.name), steps, sites));
-                variants.extend(tensorize_variants(&s.name, &s.op, &Host::CacheWrite, &site));
+                variants.extend(tensorize_variants(
+                    target,
+                    &s.name,
+                    &s.op,
+                    &Host::CacheWrite,
+                    &site,
+                ));
                 let mut steps = Vec::new();
                 tile_ssrsrs(&s.name, &spatial, &reduce, &mut steps);
                 variants.push((
@@ -737,7 +745,7 @@ mod tests {
     fn matmul_sketches() -> Vec<Sketch> {
         let spec = ops::find("matmul").expect("matmul");
         let params = spec.parse_shape("M=64,N=64,K=64").expect("shape");
-        generate_sketches(&spec.build(&params).expect("dag"))
+        generate_sketches(&spec.build(&params).expect("dag"), &Target::from_env())
     }
 
     fn fixed(sketch: &Sketch) -> Vec<&Step> {
@@ -803,6 +811,7 @@ mod tests {
                 &spec
                     .build(&spec.parse_shape(shape).expect("shape"))
                     .expect("dag"),
+                &Target::from_env(),
             )
         };
         let matmul = build("matmul", "M=64,N=64,K=64");
@@ -810,7 +819,7 @@ mod tests {
             .iter()
             .filter(|s| s.name.contains(":tensorize("))
             .collect();
-        if crate::runtime::ukernels::available_kernels().is_empty() {
+        if Target::from_env().kernels().is_empty() {
             return;
         }
         assert!(tensorized.iter().any(|s| s.name.ends_with("+pack(B)")));

@@ -11,7 +11,8 @@
 //! GEMMs here: n runs along the output row, k along the input channels,
 //! and the kernel window's loops stay outside the block.
 
-use crate::runtime::ukernels::{self, MicroKernel};
+use crate::runtime::Target;
+use crate::runtime::ukernels::MicroKernel;
 use crate::schedule::Step;
 use crate::te::{BinOp, ComputeOp, DType, ExprKind, Var};
 
@@ -130,16 +131,17 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
     })
 }
 
-/// The kernels this CPU runs that suit an `m × n` output best, with the
+/// The kernels `target` allows that suit an `m × n` output best, with the
 /// tile each gets (the kernel's full tile, or the whole axis when shorter;
 /// the remainders are the kernel's edge tiles): the widest ISA first, then
 /// the most useful work per tile.
-fn fitting_kernels(m: i64, n: i64) -> Vec<(&'static MicroKernel, i64, i64)> {
+fn fitting_kernels(target: &Target, m: i64, n: i64) -> Vec<(&'static MicroKernel, i64, i64)> {
     let useful = |extent: i64, tile: i64| {
         let tiles = (extent + tile - 1) / tile;
         extent as f64 / (tiles * tile) as f64
     };
-    let mut fits: Vec<(&'static MicroKernel, i64, i64, f64)> = ukernels::available_kernels()
+    let mut fits: Vec<(&'static MicroKernel, i64, i64, f64)> = target
+        .kernels()
         .into_iter()
         .map(|k| {
             let (mt, nt) = ((k.mr as i64).min(m), (k.nr as i64).min(n));
@@ -170,8 +172,9 @@ pub(super) enum Host<'a> {
 }
 
 /// The tensorized sketches of stage `stage` computing `op` (none when it is
-/// not GEMM-shaped or no kernel runs here).
+/// not GEMM-shaped or `target` allows no kernel).
 pub(super) fn tensorize_variants(
+    target: &Target,
     stage: &str,
     op: &ComputeOp,
     host: &Host,
@@ -213,7 +216,7 @@ pub(super) fn tensorize_variants(
         &[false, true]
     };
     let mut variants = Vec::new();
-    for (kernel, m_t, n_t) in fitting_kernels(g.m.extent(), g.n.extent()) {
+    for (kernel, m_t, n_t) in fitting_kernels(target, g.m.extent(), g.n.extent()) {
         for &pack in packs {
             let mut steps: Vec<SketchStep> = g
                 .materialize
