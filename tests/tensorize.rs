@@ -890,6 +890,57 @@ fn a_kernel_the_isa_cap_forbids_is_a_compile_error_not_a_crash() {
     assert!(compile(&func, &CodegenOptions::default()).is_ok());
 }
 
+/// The target travels to the measurement worker with the codegen options:
+/// under a capped measurer the worker refuses the wide kernel, uncapped it
+/// runs it.
+#[test]
+fn the_measurement_worker_compiles_for_the_measurers_target() {
+    use std::path::PathBuf;
+    use tessera::measure::{MeasureErrorKind, MeasureOptions, Measurer, Task, TimingOptions};
+
+    let Some(wide) = wider_than_sse() else {
+        return;
+    };
+    let (mr, nr) = (wide.mr as i64, wide.nr as i64);
+    let task = Task::from_registry("matmul", &format!("M={mr},N={nr},K=16")).expect("task");
+    let state = State::replay(task.dag(), &direct(mr, nr, None, wide.name)).expect("replays");
+    let measure = |target: Target| {
+        let mut measurer = Measurer::new(MeasureOptions {
+            workers: 1,
+            kernel_threads: 1,
+            timing: TimingOptions {
+                warmup: 0,
+                number: 1,
+                repeat: 1,
+                min_repeat_ms: 0.0,
+                flush_cache: false,
+            },
+            codegen: CodegenOptions::for_target(target),
+            worker_program: Some(PathBuf::from(env!("CARGO_BIN_EXE_tessera"))),
+            ..MeasureOptions::default()
+        })
+        .expect("workers start");
+        assert_eq!(measurer.target(), &target);
+        let results = measurer
+            .measure(&task, std::slice::from_ref(&state))
+            .expect("measures");
+        results.into_iter().next().expect("one result")
+    };
+    let capped = measure(host().with_isa_cap(Isa::Sse));
+    assert_eq!(
+        capped.error_kind,
+        MeasureErrorKind::CompileError,
+        "{capped:?}"
+    );
+    assert!(
+        capped.error_msg.contains(wide.name) && capped.error_msg.contains("with_isa_cap(sse)"),
+        "{}",
+        capped.error_msg
+    );
+    let uncapped = measure(host());
+    assert!(uncapped.is_ok(), "{uncapped:?}");
+}
+
 #[test]
 fn a_deployed_tensorized_artifact_names_its_kernel_and_falls_back_where_the_isa_is_missing() {
     use tessera::db::TuningDb;

@@ -2,7 +2,6 @@
 //! and its cap, vector lanes, cores, caches), passed to sketch generation,
 //! code generation and deployment instead of process-wide ISA state.
 
-use std::fmt;
 use std::sync::Once;
 
 use serde::{Deserialize, Serialize};
@@ -186,22 +185,6 @@ impl Target {
     /// The compiled-in micro-kernels this target may call, narrowest ISA first.
     pub fn kernels(&self) -> Vec<&'static MicroKernel> {
         all_kernels().iter().filter(|k| self.can_run(k)).collect()
-    }
-}
-
-impl fmt::Display for Target {
-    /// E.g. `avx2 (CPU avx512; cap: TESSERA_ISA=avx2), 8 cores`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.isa())?;
-        if self.cap().is_some() {
-            write!(
-                f,
-                " (CPU {}; cap: {})",
-                self.cpu_isa,
-                self.cap_description()
-            )?;
-        }
-        write!(f, ", {} cores", self.cores)
     }
 }
 
