@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use tessera::codegen::peak;
+use tessera::runtime::Target;
 use tessera::runtime::ukernels::{self, MicroKernel};
 
 const KC: usize = 256;
@@ -73,10 +74,11 @@ fn flops_per_call(k: &MicroKernel) -> f64 {
 
 /// The median and the best GFLOP/s of `REPEATS` timed repeats (on a shared
 /// machine the best is the less disturbed one).
-fn gflops(k: &MicroKernel) -> (f64, f64) {
+fn gflops(target: &Target, k: &MicroKernel) -> (f64, f64) {
     let mut panels = Panels::new(k);
     // One checked call: the kernel is available and the panels fit.
     ukernels::run(
+        target,
         k,
         KC,
         &panels.a,
@@ -105,6 +107,7 @@ fn gflops(k: &MicroKernel) -> (f64, f64) {
 }
 
 fn print_table() {
+    let target = Target::from_env();
     if cfg!(debug_assertions) {
         eprintln!("warning: ukernels bench built without optimisations; times are meaningless");
     }
@@ -118,14 +121,14 @@ fn print_table() {
     println!(
         "\nf32 GEMM micro-kernels, one core, full tiles, packed A/B panels, kc = {KC}, \
          C in L1; host ISA {}; clock {clock:.2} GHz (measured)",
-        ukernels::host_isa()
+        target.isa()
     );
     println!(
         "{:<14} {:<8} {:>7} {:>9} {:>11} {:>8} {:>9} {:>8}",
         "kernel", "ISA", "MR×NR", "GFLOP/s", "peak/core", "of peak", "best", "of peak"
     );
-    for k in ukernels::available_kernels() {
-        let (median, best) = gflops(k);
+    for k in target.kernels() {
+        let (median, best) = gflops(&target, k);
         let peak = ukernels::peak_gflops_per_core(k.isa, clock);
         println!(
             "{:<14} {:<8} {:>7} {:>9.2} {:>11.2} {:>7.1}% {:>9.2} {:>7.1}%",
@@ -151,7 +154,7 @@ fn ukernels_group(c: &mut Criterion) {
     group.sample_size(10);
     group.warm_up_time(std::time::Duration::from_millis(300));
     group.measurement_time(std::time::Duration::from_secs(1));
-    for k in ukernels::available_kernels() {
+    for k in Target::from_env().kernels() {
         let calls = 64;
         group.throughput(Throughput::Elements(
             (flops_per_call(k) * calls as f64) as u64,

@@ -31,7 +31,7 @@ pub use schedule::{ScheduleSource, SourceKind};
 use crate::codegen::{self, CodegenOptions, Kernel, OptLevel, peak};
 use crate::measure::{Task, tolerance};
 use crate::ops;
-use crate::runtime::{self, ukernels};
+use crate::runtime::{self, Target, ukernels};
 use crate::schedule::{State, calls_micro_kernel};
 use crate::search::Suite;
 use crate::tir;
@@ -55,6 +55,8 @@ pub struct BenchOptions {
     /// them laid out ahead of time, as `Library::kernel_with_constants`
     /// loads it.
     pub constants: Vec<String>,
+    /// The machine the kernels are compiled for (its micro-kernel ISA).
+    pub target: Target,
 }
 
 /// A benchmark session: the options, the runtime's threads set to them, and
@@ -101,7 +103,7 @@ impl Bench {
         let shape = op.parse_shape(shape_text)?;
         let task = Task::from_registry(op.name, &shape.to_text())?;
         let options = &self.options;
-        let resolved = schedule::resolve(&options.schedule, &task)?;
+        let resolved = schedule::resolve(&options.schedule, &task, &options.target)?;
         let tuned_kernel = self.compile(&resolved.state)?;
         let plain_kernel = match schedule::best_plain(&options.schedule, &task) {
             Some(plain) if calls_micro_kernel(resolved.state.steps()) => {
@@ -178,7 +180,7 @@ impl Bench {
         let gflops = flops / timed.median() / 1e9;
         let threads = options.threads;
         let peak_gflops = peak::f32x4_fma_peak_gflops(self.clock_ghz, threads);
-        let native_isa = ukernels::host_isa();
+        let native_isa = options.target.isa();
         let native_peak_gflops =
             ukernels::peak_gflops_per_core(native_isa, self.clock_ghz) * threads as f64;
         Ok(BenchReport {
@@ -223,7 +225,7 @@ impl Bench {
             &CodegenOptions {
                 opt_level: self.options.opt_level,
                 strict_fp: self.options.strict_fp,
-                ..CodegenOptions::default()
+                ..CodegenOptions::for_target(self.options.target)
             },
         )?)
     }

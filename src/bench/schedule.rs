@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::db::{Lookup, TuningDb};
 use crate::deploy::{Library, Resolution};
 use crate::measure::Task;
-use crate::runtime;
+use crate::runtime::{self, Target};
 use crate::schedule::{State, Step, calls_micro_kernel};
 
 use super::error::BenchError;
@@ -81,7 +81,11 @@ impl Resolved {
 }
 
 /// The schedule to time for `task`, and where it came from.
-pub(super) fn resolve(source: &ScheduleSource, task: &Task) -> Result<Resolved, BenchError> {
+pub(super) fn resolve(
+    source: &ScheduleSource,
+    task: &Task,
+    target: &Target,
+) -> Result<Resolved, BenchError> {
     let dag = task.dag();
     match source {
         ScheduleSource::Steps { path, steps } => Ok(Resolved {
@@ -93,19 +97,21 @@ pub(super) fn resolve(source: &ScheduleSource, task: &Task) -> Result<Resolved, 
             reason: format!("--schedule {}", path.display()),
             record_gflops: None,
         }),
-        ScheduleSource::Deployed(dir) => Ok(match Library::open(dir)?.resolve(dag) {
-            Resolution::Tuned {
-                artifact,
-                path,
-                state,
-            } => Resolved {
-                state: *state,
-                kind: SourceKind::Tuned,
-                reason: path.display().to_string(),
-                record_gflops: Some(artifact.gflops),
+        ScheduleSource::Deployed(dir) => Ok(
+            match Library::open_with_target(dir, *target)?.resolve(dag) {
+                Resolution::Tuned {
+                    artifact,
+                    path,
+                    state,
+                } => Resolved {
+                    state: *state,
+                    kind: SourceKind::Tuned,
+                    reason: path.display().to_string(),
+                    record_gflops: Some(artifact.gflops),
+                },
+                Resolution::Fallback(reason) => Resolved::fallback(task, reason.to_string()),
             },
-            Resolution::Fallback(reason) => Resolved::fallback(task, reason.to_string()),
-        }),
+        ),
         ScheduleSource::Database(path) => resolve_in_database(path, task),
     }
 }

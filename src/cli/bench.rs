@@ -10,7 +10,7 @@ use super::error::CliError;
 use crate::bench::{Bench, BenchOptions, BenchReport, ScheduleSource, SourceKind};
 use crate::codegen::{OptLevel, peak};
 use crate::db;
-use crate::runtime;
+use crate::runtime::{self, Target};
 use crate::search::Suite;
 
 /// `--opt-level` values.
@@ -66,7 +66,7 @@ pub(crate) struct BenchArgs {
 }
 
 impl BenchArgs {
-    fn options(&self) -> Result<BenchOptions, CliError> {
+    fn options(&self, target: &Target) -> Result<BenchOptions, CliError> {
         let schedule = match (&self.schedule, &self.from) {
             (Some(path), _) => ScheduleSource::Steps {
                 path: path.clone(),
@@ -87,13 +87,14 @@ impl BenchArgs {
             strict_fp: self.strict_fp,
             repeat: self.repeat,
             constants: self.constants.clone(),
+            target: *target,
         })
     }
 }
 
 /// `tessera bench`.
-pub(crate) fn bench(args: &BenchArgs) -> Result<String, CliError> {
-    let bench = Bench::new(args.options()?)?;
+pub(crate) fn bench(args: &BenchArgs, target: &Target) -> Result<String, CliError> {
+    let bench = Bench::new(args.options(target)?)?;
     if let Some(path) = &args.suite {
         let suite = Suite::load(path)?;
         let report = bench.suite(&suite)?;

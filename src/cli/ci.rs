@@ -9,6 +9,7 @@ use super::search_flags::SearchFlags;
 use super::tune::{progress_bar, stop_on_ctrl_c};
 use crate::ci::{self, Budget, CiOptions, CiReport, Shard};
 use crate::cost;
+use crate::runtime::Target;
 use crate::search::{SearchOptions, Suite};
 
 /// `tessera ci` options.
@@ -61,7 +62,7 @@ pub(crate) struct CiArgs {
 }
 
 /// `tessera ci`.
-pub(crate) fn ci(args: &CiArgs) -> Result<String, CliError> {
+pub(crate) fn ci(args: &CiArgs, target: &Target) -> Result<String, CliError> {
     let timeout = args.flags.timeout()?;
     if args.batch_size == 0 {
         return Err(CliError::Usage("--batch-size must be at least 1".into()));
@@ -87,7 +88,7 @@ pub(crate) fn ci(args: &CiArgs) -> Result<String, CliError> {
     // Unknown learners fail before anything is tuned.
     cost::new_learner(&options.learner)?;
     let mut model = args.flags.model(args.seed)?;
-    let mut measurer = args.flags.measurer(timeout)?;
+    let mut measurer = args.flags.measurer(timeout, target)?;
     let stop = stop_on_ctrl_c();
     let bar = match args.trials_per_task {
         Some(n) => progress_bar(n * suite.workloads.len().div_ceil(args.shard.count), ""),

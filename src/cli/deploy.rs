@@ -12,7 +12,7 @@ use crate::codegen::CodegenOptions;
 use crate::db::{self, TuningDb};
 use crate::deploy::{self, DeployError, DeployOptions, DeployOutcome, VerifyOutcome};
 use crate::measure::{MeasureOptions, Measurer, TimingOptions};
-use crate::runtime::{self, DeviceKey};
+use crate::runtime::{self, DeviceKey, Target};
 
 /// `tessera deploy`: write the best schedule of each workload tuned on this
 /// device into OUT/<device>/ (artifacts and index), optionally as object
@@ -57,9 +57,9 @@ pub(crate) struct DeployArgs {
     json: bool,
 }
 
-pub(crate) fn deploy(args: &DeployArgs) -> Result<String, CliError> {
+pub(crate) fn deploy(args: &DeployArgs, target: &Target) -> Result<String, CliError> {
     if let Some(dir) = &args.verify {
-        return verify(dir, args.json);
+        return verify(dir, args.json, target);
     }
     let path = args.db.clone().unwrap_or_else(db::default_path);
     if !path.is_file() {
@@ -75,7 +75,7 @@ pub(crate) fn deploy(args: &DeployArgs) -> Result<String, CliError> {
     };
     let mut out = String::new();
     for device in &devices {
-        match deploy_for(args, &database, &path, device) {
+        match deploy_for(args, target, &database, &path, device) {
             Ok(text) => out.push_str(&text),
             // With several devices, one without successes is a line, not the end.
             Err(CliError::NotFound(why)) if devices.len() > 1 => {
@@ -123,6 +123,7 @@ fn devices_named(
 /// Deploys `device`'s records; the text or JSON to print.
 fn deploy_for(
     args: &DeployArgs,
+    target: &Target,
     database: &TuningDb,
     path: &Path,
     device: &DeviceKey,
@@ -141,7 +142,7 @@ fn deploy_for(
         )));
     }
     let objects = if args.aot {
-        deploy::compile_deployed(&report, &CodegenOptions::default())
+        deploy::compile_deployed(&report, &CodegenOptions::for_target(*target))
             .map_err(|e| CliError::Usage(e.to_string()))?
     } else {
         Vec::new()
@@ -223,7 +224,7 @@ fn deploy_for(
 }
 
 /// `tessera deploy --verify DIR [--json]`.
-fn verify(dir: &Path, json: bool) -> Result<String, CliError> {
+fn verify(dir: &Path, json: bool, target: &Target) -> Result<String, CliError> {
     if !dir.is_dir() {
         // Before starting any worker.
         return Err(CliError::NotFound(
@@ -236,6 +237,7 @@ fn verify(dir: &Path, json: bool) -> Result<String, CliError> {
             min_repeat_ms: 10.0,
             ..TimingOptions::default()
         },
+        codegen: CodegenOptions::for_target(*target),
         ..MeasureOptions::default()
     };
     let mut measurer = Measurer::new(options)?;

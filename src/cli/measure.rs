@@ -12,11 +12,12 @@ use rand::rngs::StdRng;
 use serde_json::json;
 
 use super::error::CliError;
+use crate::codegen::CodegenOptions;
 use crate::db::{self, TuningDb};
 use crate::measure::{
     MeasureErrorKind, MeasureOptions, MeasureResult, Measurer, Task, TimingOptions,
 };
-use crate::runtime::host_device;
+use crate::runtime::{Target, host_device};
 use crate::schedule::{State, Step, random::random_schedule};
 
 /// What to measure and how (`tessera measure --help`).
@@ -97,7 +98,7 @@ pub(crate) fn seconds(name: &str, value: f64) -> Result<Duration, CliError> {
 }
 
 /// `tessera measure`.
-pub(crate) fn measure(args: &MeasureArgs) -> Result<String, CliError> {
+pub(crate) fn measure(args: &MeasureArgs, target: &Target) -> Result<String, CliError> {
     let task = Task::from_registry(&args.op, &args.shape)?;
     let mut states = Vec::new();
     for path in &args.schedules {
@@ -129,6 +130,7 @@ pub(crate) fn measure(args: &MeasureArgs) -> Result<String, CliError> {
             min_repeat_ms: args.min_repeat_ms,
             flush_cache: args.flush_cache,
         },
+        codegen: CodegenOptions::for_target(*target),
         ..defaults
     };
     if args.batch_size == 0 {

@@ -19,6 +19,8 @@ use std::ffi::OsString;
 
 use clap::{Parser, Subcommand};
 
+use crate::runtime::Target;
+
 /// tessera: a tensor compiler and auto-scheduler for CPUs.
 #[derive(Debug, Parser)]
 #[command(name = "tessera", version, about)]
@@ -105,9 +107,9 @@ where
         Command::MeasureWorker => return crate::measure::worker_main(),
         Command::Device { json } => device::device(json),
         Command::Cache(args) => cache::cache(&args),
-        Command::Tune(args) => tune::tune_command(&args),
+        Command::Tune(args) => tune::tune_command(&args, &Target::from_env()),
         Command::CostModel(args) => cost_model::cost_model(&args),
-        Command::Measure(args) => measure::measure(&args),
+        Command::Measure(args) => measure::measure(&args, &Target::from_env()),
         Command::Ops => commands::ops(),
         Command::Show {
             op,
@@ -115,9 +117,9 @@ where
             schedule,
             passes,
         } => commands::show(&op, &shape, schedule.as_deref(), passes),
-        Command::Bench(args) => bench::bench(&args),
-        Command::Deploy(args) => deploy::deploy(&args),
-        Command::Ci(args) => ci::ci(&args),
+        Command::Bench(args) => bench::bench(&args, &Target::from_env()),
+        Command::Deploy(args) => deploy::deploy(&args, &Target::from_env()),
+        Command::Ci(args) => ci::ci(&args, &Target::from_env()),
     };
     match result {
         Ok(text) => {

@@ -5,8 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::error::CliError;
+use crate::codegen::CodegenOptions;
 use crate::cost::{self, CostModel, LearnedModel, RandomModel};
 use crate::measure::{MeasureOptions, Measurer, TimingOptions};
+use crate::runtime::Target;
 
 /// The pretrained model used when `--pretrained` is not given.
 const DEFAULT_PRETRAINED: &str = "cost_model/pretrained.model";
@@ -74,8 +76,13 @@ impl SearchFlags {
         Ok(Box::new(model))
     }
 
-    /// Measurement workers with these flags (`timeout` from [`Self::timeout`]).
-    pub(crate) fn measurer(&self, timeout: Duration) -> Result<Measurer, CliError> {
+    /// Measurement workers with these flags (`timeout` from [`Self::timeout`]),
+    /// compiling for `target`.
+    pub(crate) fn measurer(
+        &self,
+        timeout: Duration,
+        target: &Target,
+    ) -> Result<Measurer, CliError> {
         if self.repeat == 0 {
             return Err(CliError::Usage("--repeat must be at least 1".into()));
         }
@@ -89,6 +96,7 @@ impl SearchFlags {
                 min_repeat_ms: self.min_repeat_ms,
                 ..TimingOptions::default()
             },
+            codegen: CodegenOptions::for_target(*target),
             ..defaults
         })?)
     }

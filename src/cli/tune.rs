@@ -18,6 +18,7 @@ use super::search_flags::SearchFlags;
 use crate::cost::CostModel;
 use crate::db::{self, TuningDb};
 use crate::measure::{Measurer, Task};
+use crate::runtime::Target;
 use crate::search::{
     CurvePoint, SearchOptions, Suite, SuiteOptions, SuiteReport, TuneOptions, TuneReport,
     plot_curves, plot_normalised_curves, tune, tune_suite,
@@ -80,11 +81,11 @@ pub(crate) struct TuneArgs {
 }
 
 /// `tessera tune`.
-pub(crate) fn tune_command(args: &TuneArgs) -> Result<String, CliError> {
+pub(crate) fn tune_command(args: &TuneArgs, target: &Target) -> Result<String, CliError> {
     let timeout = check_options(args)?;
     match &args.suite {
-        Some(path) => tune_suite_command(args, path, timeout),
-        None => tune_one(args, timeout),
+        Some(path) => tune_suite_command(args, target, path, timeout),
+        None => tune_one(args, target, timeout),
     }
 }
 
@@ -125,10 +126,10 @@ struct Session {
     stop: Arc<AtomicBool>,
 }
 
-fn session(args: &TuneArgs, timeout: Duration) -> Result<Session, CliError> {
+fn session(args: &TuneArgs, target: &Target, timeout: Duration) -> Result<Session, CliError> {
     let model = args.flags.model(args.seed)?;
     let db = TuningDb::open(&args.db.clone().unwrap_or_else(db::default_path))?;
-    let measurer = args.flags.measurer(timeout)?;
+    let measurer = args.flags.measurer(timeout, target)?;
     Ok(Session {
         model,
         db,
@@ -173,10 +174,10 @@ fn search_options(args: &TuneArgs) -> SearchOptions {
     }
 }
 
-fn tune_one(args: &TuneArgs, timeout: Duration) -> Result<String, CliError> {
+fn tune_one(args: &TuneArgs, target: &Target, timeout: Duration) -> Result<String, CliError> {
     let op = args.op.as_deref().unwrap_or_default();
     let task = Task::from_registry(op, &args.shape)?;
-    let mut s = session(args, timeout)?;
+    let mut s = session(args, target, timeout)?;
     let bar = progress_bar(args.trials, "best");
     let tune_options = TuneOptions {
         trials: args.trials,
@@ -306,7 +307,12 @@ fn errors_text(errors: &[(String, usize)]) -> String {
     parts.join(", ")
 }
 
-fn tune_suite_command(args: &TuneArgs, path: &Path, timeout: Duration) -> Result<String, CliError> {
+fn tune_suite_command(
+    args: &TuneArgs,
+    target: &Target,
+    path: &Path,
+    timeout: Duration,
+) -> Result<String, CliError> {
     let suite = Suite::load(path)?;
     let tasks = suite.tasks()?;
     if args.trials < tasks.len() {
@@ -317,7 +323,7 @@ fn tune_suite_command(args: &TuneArgs, path: &Path, timeout: Duration) -> Result
             path.display()
         )));
     }
-    let mut s = session(args, timeout)?;
+    let mut s = session(args, target, timeout)?;
     let bar = progress_bar(args.trials, "");
     let options = SuiteOptions {
         total_trials: args.trials,

@@ -11,6 +11,7 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, default_libcall_names};
 
+use crate::runtime::Target;
 use crate::runtime::parallel::{tessera_alloc, tessera_free, tessera_parallel_for};
 use crate::tir::PrimFunc;
 
@@ -54,14 +55,14 @@ pub fn host_isa(opt_level: OptLevel) -> Result<OwnedTargetIsa, CodegenError> {
         .map_err(CodegenError::Host)
 }
 
-fn runtime_symbols() -> Vec<(&'static str, *const u8)> {
+fn runtime_symbols(target: &Target) -> Vec<(&'static str, *const u8)> {
     let mut symbols = vec![
         ("tessera_parallel_for", tessera_parallel_for as *const u8),
         ("tessera_alloc", tessera_alloc as *const u8),
         ("tessera_free", tessera_free as *const u8),
     ];
     symbols.extend(host_symbols());
-    symbols.extend(ukernel_symbols());
+    symbols.extend(ukernel_symbols(target));
     symbols
 }
 
@@ -86,7 +87,7 @@ pub fn compile(func: &PrimFunc, options: &CodegenOptions) -> Result<Kernel, Code
     let start = Instant::now();
     let isa = host_isa(options.opt_level)?;
     let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
-    for (name, address) in runtime_symbols() {
+    for (name, address) in runtime_symbols(&options.target) {
         builder.symbol(name, address);
     }
     let mut module = JITModule::new(builder);

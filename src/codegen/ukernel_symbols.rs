@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use crate::runtime::Target;
 use crate::runtime::ukernels::{self, MicroKernel};
 
 fn table() -> &'static HashMap<&'static str, (&'static str, &'static MicroKernel)> {
@@ -26,11 +27,11 @@ pub(crate) fn ukernel_symbol(name: &str) -> Option<(&'static str, &'static Micro
     table().get(name).copied()
 }
 
-/// Every micro-kernel this CPU can run, as `(symbol, address)` for the JIT.
-pub(crate) fn ukernel_symbols() -> Vec<(&'static str, *const u8)> {
+/// Every micro-kernel `target` may call, as `(symbol, address)` for the JIT.
+pub(crate) fn ukernel_symbols(target: &Target) -> Vec<(&'static str, *const u8)> {
     table()
         .values()
-        .filter(|(_, k)| ukernels::is_available(k))
+        .filter(|(_, k)| target.can_run(k))
         .map(|(symbol, k)| (*symbol, k.func as *const u8))
         .collect()
 }

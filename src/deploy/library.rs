@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use crate::codegen::{self, CodegenOptions, Kernel};
 use crate::runtime::ukernels;
-use crate::runtime::{DeviceDescription, DeviceKey, host_device};
+use crate::runtime::{DeviceDescription, DeviceKey, Target, host_device};
 use crate::schedule::State;
 use crate::te::{ComputeDag, WorkloadKey};
 
@@ -45,7 +45,8 @@ pub enum FallbackReason {
         reason: String,
     },
     /// The artifact's schedule calls a micro-kernel this CPU cannot run
-    /// (or `TESSERA_ISA` forbids): its vector ISA is missing.
+    /// (or the target's cap, e.g. `TESSERA_ISA`, forbids): its vector ISA
+    /// is missing.
     MissingIsa {
         /// The artifact file.
         path: PathBuf,
@@ -207,12 +208,25 @@ pub struct Library {
 }
 
 impl Library {
-    /// The library of this machine in `root` (e.g. `schedules/`).
+    /// The library of this machine in `root` (e.g. `schedules/`), compiling
+    /// for this machine as `TESSERA_ISA` caps it ([`Target::from_env`]).
     pub fn open(root: impl AsRef<Path>) -> Result<Library, DeployError> {
-        Library::open_for(root, host_device())
+        Library::open_with_target(root, Target::from_env())
     }
 
-    /// The library of `device` in `root`.
+    /// The library of this machine in `root`, compiling for `target`:
+    /// artifacts that call micro-kernels it does not allow fall back.
+    pub fn open_with_target(
+        root: impl AsRef<Path>,
+        target: Target,
+    ) -> Result<Library, DeployError> {
+        let mut library = Library::open_for(root, host_device())?;
+        library.options.target = target;
+        Ok(library)
+    }
+
+    /// The library of `device` in `root`, compiling for this machine as
+    /// `TESSERA_ISA` caps it.
     pub fn open_for(
         root: impl AsRef<Path>,
         device: &DeviceDescription,
@@ -261,6 +275,11 @@ impl Library {
     /// The device this library serves.
     pub fn device(&self) -> &DeviceKey {
         &self.device
+    }
+
+    /// The target its kernels are compiled for.
+    pub fn target(&self) -> &Target {
+        &self.options.target
     }
 
     /// Which schedule `dag` gets, without compiling it.
@@ -328,13 +347,13 @@ impl Library {
         // Never compile a call of a kernel this CPU cannot execute.
         for name in super::artifact::intrinsics_of(&artifact.steps) {
             match ukernels::find(&name) {
-                Some(k) if ukernels::is_available(k) => {}
+                Some(k) if self.options.target.can_run(k) => {}
                 Some(k) => {
                     return Resolution::Fallback(FallbackReason::MissingIsa {
                         path,
                         intrinsic: name,
                         needs: k.isa.name().to_string(),
-                        host: ukernels::host_isa().name().to_string(),
+                        host: self.options.target.isa().name().to_string(),
                     });
                 }
                 None => {

@@ -312,7 +312,12 @@ fn verify_entry(
         ));
     }
     if !artifact.layout_rewrites.is_empty()
-        && let Err(why) = verify_prepacked(&task, &artifact.steps, &artifact.layout_rewrites)
+        && let Err(why) = verify_prepacked(
+            &task,
+            &artifact.steps,
+            &artifact.layout_rewrites,
+            measurer.target(),
+        )
     {
         let inputs: Vec<&str> = artifact
             .layout_rewrites

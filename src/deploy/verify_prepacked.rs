@@ -4,17 +4,17 @@
 
 use crate::codegen::{self, CodegenOptions, Kernel};
 use crate::measure::{INTERPRETER_FLOP_LIMIT, Reference, Task, Verdict};
-use crate::runtime::NdBuffer;
+use crate::runtime::{NdBuffer, Target};
 use crate::schedule::{State, Step};
 use crate::te::HostTensor;
 
 use super::layout_rewrite::{LayoutRewrite, rewrite_layouts};
 use super::permute::pack_input;
 
-/// Lowers and compiles `state`.
-fn compile(state: &State) -> Result<Kernel, String> {
+/// Lowers and compiles `state` for `target`.
+fn compile(state: &State, target: &Target) -> Result<Kernel, String> {
     let func = crate::tir::lower(state).map_err(|e| format!("lowering failed: {e}"))?;
-    codegen::compile(&func, &CodegenOptions::default())
+    codegen::compile(&func, &CodegenOptions::for_target(*target))
         .map_err(|e| format!("compiling failed: {e}"))
 }
 
@@ -30,12 +30,13 @@ fn bytes_of(outputs: &[HostTensor]) -> Result<Vec<u8>, String> {
 
 /// Checks the kernel of `steps` with `rewrites` applied against the
 /// reference of `task` (the interpreter for small tasks; else the plain
-/// kernel, checked at sampled points against the interpreter). `Err` is
-/// one line saying what failed.
+/// kernel, checked at sampled points against the interpreter), both
+/// compiled for `target`. `Err` is one line saying what failed.
 pub(super) fn verify_prepacked(
     task: &Task,
     steps: &[Step],
     rewrites: &[LayoutRewrite],
+    target: &Target,
 ) -> Result<(), String> {
     let names: Vec<&str> = rewrites.iter().map(|r| r.input.as_str()).collect();
     let (dag, new_steps, planned) =
@@ -46,13 +47,13 @@ pub(super) fn verify_prepacked(
         ));
     }
     let state = State::replay(&dag, &new_steps).map_err(|e| e.to_string())?;
-    let kernel = compile(&state)?;
+    let kernel = compile(&state, target)?;
     let inputs = task.inputs();
     let reference = if task.dag().flop_count() <= INTERPRETER_FLOP_LIMIT {
         Reference::from_interpreter(task)
     } else {
         let plain = State::replay(task.dag(), steps).map_err(|e| e.to_string())?;
-        let outputs = compile(&plain)?
+        let outputs = compile(&plain, target)?
             .run_host(&inputs)
             .map_err(|e| format!("the plain kernel failed: {e}"))?;
         Reference::from_checked_kernel(task, &bytes_of(&outputs)?)

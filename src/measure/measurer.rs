@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::runtime::Target;
 use crate::schedule::{State, Step};
 
 use super::error::MeasureError;
@@ -98,6 +99,11 @@ impl Measurer {
     /// The options.
     pub fn options(&self) -> &MeasureOptions {
         &self.options
+    }
+
+    /// The target candidates are compiled for (`options().codegen.target`).
+    pub fn target(&self) -> &Target {
+        &self.options.codegen.target
     }
 
     /// Process ids of every worker this measurer has started, replaced ones included.

@@ -1,11 +1,14 @@
 //! The runtime of compiled kernels: aligned host buffers, the thread pool
-//! that runs parallel loops, and the description of the host device.
+//! that runs parallel loops, the description of the host device and the
+//! target code is generated for.
 
 mod buffer;
 mod device;
 pub mod parallel;
+mod target;
 pub mod ukernels;
 
 pub use buffer::{BUFFER_ALIGN, BufferError, NdBuffer};
 pub use device::{CacheLevel, DeviceDescription, DeviceKey, host_device};
 pub use parallel::{num_threads, set_num_threads};
+pub use target::{ISA_ENV, Target};

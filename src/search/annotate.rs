@@ -423,7 +423,7 @@ mod tests {
         let spec = ops::find("matmul").expect("matmul");
         let params = spec.parse_shape("M=64,N=64,K=64").expect("shape");
         let dag = spec.build(&params).expect("dag");
-        let sketch = generate_sketches(&dag)
+        let sketch = generate_sketches(&dag, &crate::runtime::Target::from_env())
             .into_iter()
             .find(|s| s.name == "C:tile+cache_write")
             .expect("cache_write sketch");

@@ -365,7 +365,7 @@ mod tests {
 
     fn sketches_in_first_batch(sketch_share: f64) -> HashSet<usize> {
         let task = Task::from_registry("matmul", "M=64,N=64,K=64").expect("task");
-        let sketches = generate_sketches(task.dag());
+        let sketches = generate_sketches(task.dag(), &crate::runtime::Target::from_env());
         let options = SearchOptions {
             population: 64,
             generations: 1,
@@ -382,7 +382,7 @@ mod tests {
     #[test]
     fn every_sketch_gets_a_share_of_the_batch_whatever_the_model_prefers() {
         let task = Task::from_registry("matmul", "M=64,N=64,K=64").expect("task");
-        let count = generate_sketches(task.dag()).len();
+        let count = generate_sketches(task.dag(), &crate::runtime::Target::from_env()).len();
         assert_eq!(sketches_in_first_batch(0.25).len(), count);
         assert!(sketches_in_first_batch(0.0).len() < count);
     }

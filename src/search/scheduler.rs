@@ -309,7 +309,14 @@ pub fn tune_suite(
     let mut histories = Vec::with_capacity(tasks.len());
     for (i, t) in tasks.iter().enumerate() {
         let seed = options.seed.wrapping_add(i as u64);
-        let mut tuner = TaskTuner::new(&t.task, &options.search, seed, db.as_deref(), model)?;
+        let mut tuner = TaskTuner::new(
+            &t.task,
+            measurer.target(),
+            &options.search,
+            seed,
+            db.as_deref(),
+            model,
+        )?;
         tuner.measure_default(measurer, db.as_deref_mut())?;
         histories.push(TaskHistory::new(
             t.weight,

@@ -11,7 +11,7 @@ use thiserror::Error;
 use crate::cost::{CostError, CostModel};
 use crate::db::{DbError, TuningDb};
 use crate::measure::{MeasureError, MeasureResult, Measurer, Task};
-use crate::runtime::host_device;
+use crate::runtime::{Target, host_device};
 use crate::schedule::{State, Step};
 
 use super::evolution::{Candidate, SearchOptions, SearchPolicy};
@@ -147,17 +147,19 @@ pub struct TaskTuner {
 }
 
 impl TaskTuner {
-    /// Prepares tuning `task`: sketches, and the earlier records of this
-    /// workload on this device in `db` (never measured again; they teach
-    /// `model` and seed the search).
+    /// Prepares tuning `task`: sketches for `target` (the one its
+    /// measurer compiles for, [`Measurer::target`]), and the earlier records
+    /// of this workload on this device in `db` (never measured again; they
+    /// teach `model` and seed the search).
     pub fn new(
         task: &Task,
+        target: &Target,
         search: &SearchOptions,
         seed: u64,
         db: Option<&TuningDb>,
         model: &mut dyn CostModel,
     ) -> Result<TaskTuner, TuneError> {
-        let sketches: Vec<_> = generate_sketches(task.dag())
+        let sketches: Vec<_> = generate_sketches(task.dag(), target)
             .into_iter()
             .filter(|s| search.tensorize || !s.is_tensorized())
             .collect();
@@ -358,7 +360,14 @@ pub fn tune(
     progress: Progress,
     stop: &AtomicBool,
 ) -> Result<TuneReport, TuneError> {
-    let mut tuner = TaskTuner::new(task, &options.search, options.seed, db.as_deref(), model)?;
+    let mut tuner = TaskTuner::new(
+        task,
+        measurer.target(),
+        &options.search,
+        options.seed,
+        db.as_deref(),
+        model,
+    )?;
     tuner.measure_default(measurer, db.as_deref_mut())?;
     progress(0, options.trials, tuner.best_gflops());
     let mut stopped_early = false;

@@ -72,6 +72,7 @@ fn fma_is_contracted_unless_strict() {
             opt_level: OptLevel::None,
             strict_fp,
             listing: true,
+            ..CodegenOptions::default()
         };
         matmul_kernel(4, 4, 4, &options)
             .listing()

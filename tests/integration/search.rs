@@ -7,6 +7,7 @@ use common::{assert_close, build, random_inputs, reduction_length, reference, sm
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tessera::codegen::{self, CodegenOptions};
+use tessera::runtime::Target;
 use tessera::search::{generate_sketches, materialize, random_decisions};
 use tessera::tir;
 
@@ -19,7 +20,7 @@ fn every_sketch_of_every_op_annotated_at_random_equals_the_reference() {
     let mut checked = 0;
     for (n, (op, params)) in small_cases().iter().enumerate() {
         let dag = build(op, params);
-        let sketches = generate_sketches(&dag);
+        let sketches = generate_sketches(&dag, &Target::from_env());
         assert!(!sketches.is_empty(), "{op}: no sketch");
         for sketch in &sketches {
             for seed in 0..seeds {
@@ -111,7 +112,8 @@ mod tuning {
     /// that nothing depends on timings.
     fn proposals(seed: u64, rounds: usize) -> Vec<Vec<tessera::schedule::Step>> {
         let task = Task::from_registry("dense_bias_relu", "M=8,N=16,K=12").expect("task");
-        let sketches = tessera::search::generate_sketches(task.dag());
+        let sketches =
+            tessera::search::generate_sketches(task.dag(), &tessera::runtime::Target::from_env());
         let mut policy = SearchPolicy::new(task.clone(), sketches, options(0, seed).search, seed);
         let mut model = RandomModel::new(seed);
         let mut out = Vec::new();
@@ -201,7 +203,7 @@ mod tuning {
 fn recorded_steps_map_back_to_their_sketch_and_decisions() {
     for (n, (op, params)) in small_cases().iter().enumerate() {
         let dag = build(op, params);
-        let sketches = generate_sketches(&dag);
+        let sketches = generate_sketches(&dag, &Target::from_env());
         for seed in 0..4 {
             let mut rng = StdRng::seed_from_u64(seed + 100 * n as u64);
             let k = (seed as usize) % sketches.len();

@@ -5,22 +5,17 @@
 
 use crate::common;
 
-use std::sync::{Mutex, MutexGuard};
-
+use tessera::runtime::Target;
 use tessera::runtime::ukernels::{self, Isa, MicroKernel, UkernelError};
 
 // --- shared helpers ---
 
-/// The ISA cap (`ukernels::set_isa_cap`) is process-global and tests in one
-/// binary run on parallel threads: every test that runs a micro-kernel or
-/// reads `available_kernels()` holds this lock, and the test that changes the
-/// cap restores it before releasing the lock.
-static ISA_CAP_LOCK: Mutex<()> = Mutex::new(());
-
-fn isa_lock() -> MutexGuard<'static, ()> {
-    ISA_CAP_LOCK
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The machine these tests run on, as `TESSERA_ISA` caps it. A test that
+/// needs a narrower ISA builds its own capped target from it
+/// ([`Target::with_isa_cap`]): nothing is process-wide, so the tests run
+/// in parallel.
+fn host() -> Target {
+    Target::from_env()
 }
 
 /// Deterministic values in [-1, 1) (xorshift64*).
@@ -142,6 +137,7 @@ fn check_case(
     // The region's exact extent, so `run`'s length check is tight.
     let region_end = C_GUARD + (m - 1) * c_rs + n;
     ukernels::run(
+        &host(),
         k,
         kc,
         &a,
@@ -179,8 +175,7 @@ fn check_case(
 
 #[test]
 fn micro_kernels_match_reference() {
-    let _guard = isa_lock();
-    let kernels = ukernels::available_kernels();
+    let kernels = host().kernels();
     assert!(!kernels.is_empty());
     let mut rng = Rng::new(7);
     let mut cases = 0usize;
@@ -214,18 +209,17 @@ fn micro_kernels_match_reference() {
 
 #[test]
 fn micro_kernel_kc0_overwrite_writes_zeros() {
-    let _guard = isa_lock();
-    for k in ukernels::available_kernels() {
+    for k in host().kernels() {
         let (m, n) = (k.mr, k.nr);
         let mut c = vec![7.0f32; m * n];
-        ukernels::run(k, 0, &[], 1, k.mr, &[], n, &mut c, n, m, n, false).expect("runs");
+        ukernels::run(&host(), k, 0, &[], 1, k.mr, &[], n, &mut c, n, m, n, false).expect("runs");
         assert!(
             c.iter().all(|&x| x == 0.0),
             "{}: kc=0 must write zeros",
             k.name
         );
         let mut c = vec![7.0f32; m * n];
-        ukernels::run(k, 0, &[], 1, k.mr, &[], n, &mut c, n, m, n, true).expect("runs");
+        ukernels::run(&host(), k, 0, &[], 1, k.mr, &[], n, &mut c, n, m, n, true).expect("runs");
         assert!(
             c.iter().all(|&x| x == 7.0),
             "{}: kc=0 accumulate keeps C",
@@ -236,7 +230,6 @@ fn micro_kernel_kc0_overwrite_writes_zeros() {
 
 #[test]
 fn micro_kernel_registry_is_consistent() {
-    let _guard = isa_lock();
     let all = ukernels::all_kernels();
     let mut names: Vec<_> = all.iter().map(|k| k.name).collect();
     names.sort_unstable();
@@ -247,7 +240,7 @@ fn micro_kernel_registry_is_consistent() {
         assert_eq!(k.nr % k.isa.lanes(), 0, "{}: NR is whole vectors", k.name);
         let found = ukernels::find(k.name).expect("find by name");
         assert_eq!(found.name, k.name);
-        assert_eq!(ukernels::is_available(k), k.isa <= ukernels::host_isa());
+        assert_eq!(host().can_run(k), k.isa <= host().isa());
     }
     assert!(ukernels::find("generic_4x4").is_some());
     assert!(ukernels::find("no_such_kernel").is_none());
@@ -261,12 +254,18 @@ fn micro_kernel_registry_is_consistent() {
     assert!((peak - 2.5 * 2.0 * 16.0 * 2.0).abs() < 1e-9);
     #[cfg(target_arch = "x86_64")]
     {
+        let uncapped = Target::host();
+        assert!(uncapped.isa() >= Isa::Sse, "x86-64 always has SSE2");
+        assert_eq!(uncapped.cap(), None);
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            assert_eq!(uncapped.isa(), Isa::Avx512);
+            assert!(
+                ukernels::find("avx512_6x32").is_some_and(|k| uncapped.can_run(k)),
+                "the fingerprint's ISA flags agree with the CPU's"
+            );
+        }
         if std::env::var("TESSERA_ISA").is_err() {
-            assert!(ukernels::host_isa() >= Isa::Sse, "x86-64 always has SSE2");
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                assert_eq!(ukernels::host_isa(), Isa::Avx512);
-                assert!(ukernels::find("avx512_6x32").is_some_and(ukernels::is_available));
-            }
+            assert_eq!(host(), uncapped);
         }
         for name in [
             "sse_4x8",
@@ -286,57 +285,65 @@ fn micro_kernel_registry_is_consistent() {
 
 #[test]
 fn micro_kernel_isa_cap_forces_fallback() {
-    let _guard = isa_lock();
-    let before = ukernels::host_isa();
-    ukernels::set_isa_cap(Some(Isa::Sse));
-    let result = std::panic::catch_unwind(|| {
-        assert!(ukernels::host_isa() <= Isa::Sse);
-        #[cfg(target_arch = "x86_64")]
-        if std::env::var("TESSERA_ISA").is_err() {
-            assert_eq!(ukernels::host_isa(), Isa::Sse);
-        }
-        let avail = ukernels::available_kernels();
-        assert!(avail.iter().all(|k| k.isa <= Isa::Sse), "no AVX kernels");
-        assert!(avail.iter().any(|k| k.name == "generic_4x4"));
-        #[cfg(target_arch = "x86_64")]
-        {
-            let k = ukernels::find("avx512_6x32").expect("compiled in");
-            assert!(!ukernels::is_available(k));
-            let (a, b) = (vec![1.0f32; 6], vec![1.0f32; 32]);
-            let mut c = vec![0.0f32; 6 * 32];
-            let err = ukernels::run(k, 1, &a, 1, 6, &b, 32, &mut c, 32, 6, 32, false)
-                .expect_err("AVX-512 kernel must be refused under the SSE cap");
-            assert!(matches!(
-                err,
-                UkernelError::NotAvailable {
-                    needs: Isa::Avx512,
-                    ..
-                }
-            ));
-            let text = err.to_string();
-            assert!(
-                text.contains("avx512") && text.contains("set_isa_cap(sse)"),
-                "{text}"
-            );
-            assert!(c.iter().all(|&x| x == 0.0), "refused call writes nothing");
-            // The SSE kernel still runs.
-            let sse = ukernels::find("sse_4x8").expect("compiled in");
-            ukernels::run(sse, 1, &a, 1, 4, &b, 8, &mut c, 8, 4, 8, false).expect("runs");
-            assert_eq!(c[0], 1.0);
-        }
-        ukernels::set_isa_cap(Some(Isa::Generic));
-        assert_eq!(ukernels::host_isa(), Isa::Generic);
-        assert!(
-            ukernels::available_kernels()
-                .iter()
-                .all(|k| k.isa == Isa::Generic)
-        );
-    });
-    ukernels::set_isa_cap(None);
-    assert_eq!(ukernels::host_isa(), before, "cap lifted");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
+    let sse_target = host().with_isa_cap(Isa::Sse);
+    assert!(sse_target.isa() <= Isa::Sse);
+    assert!(sse_target.isa() <= host().isa(), "a cap only narrows");
+    #[cfg(target_arch = "x86_64")]
+    if std::env::var("TESSERA_ISA").is_err() {
+        assert_eq!(sse_target.isa(), Isa::Sse);
+        assert_eq!(sse_target.cap_description(), "with_isa_cap(sse)");
     }
+    let avail = sse_target.kernels();
+    assert!(avail.iter().all(|k| k.isa <= Isa::Sse), "no AVX kernels");
+    assert!(avail.iter().any(|k| k.name == "generic_4x4"));
+    #[cfg(target_arch = "x86_64")]
+    {
+        let k = ukernels::find("avx512_6x32").expect("compiled in");
+        assert!(!sse_target.can_run(k));
+        let (a, b) = (vec![1.0f32; 6], vec![1.0f32; 32]);
+        let mut c = vec![0.0f32; 6 * 32];
+        let err = ukernels::run(
+            &sse_target,
+            k,
+            1,
+            &a,
+            1,
+            6,
+            &b,
+            32,
+            &mut c,
+            32,
+            6,
+            32,
+            false,
+        )
+        .expect_err("AVX-512 kernel must be refused under the SSE cap");
+        assert!(matches!(
+            err,
+            UkernelError::NotAvailable {
+                needs: Isa::Avx512,
+                ..
+            }
+        ));
+        let text = err.to_string();
+        assert!(
+            text.contains("avx512") && text.contains("with_isa_cap(sse)"),
+            "{text}"
+        );
+        assert!(c.iter().all(|&x| x == 0.0), "refused call writes nothing");
+        // The SSE kernel still runs.
+        let sse = ukernels::find("sse_4x8").expect("compiled in");
+        ukernels::run(&sse_target, sse, 1, &a, 1, 4, &b, 8, &mut c, 8, 4, 8, false).expect("runs");
+        assert_eq!(c[0], 1.0);
+    }
+    let generic = sse_target.with_isa_cap(Isa::Generic);
+    assert_eq!(generic.isa(), Isa::Generic);
+    assert!(generic.kernels().iter().all(|k| k.isa == Isa::Generic));
+    assert_eq!(
+        host().isa(),
+        Target::from_env().isa(),
+        "the host is not capped"
+    );
 }
 
 /// Run by `micro_kernel_env_override_caps_isa` in a child process with
@@ -347,18 +354,29 @@ fn micro_kernel_env_override_child() {
     if std::env::var("TESSERA_ISA").as_deref() != Ok("sse") {
         return;
     }
-    assert!(ukernels::host_isa() <= Isa::Sse);
-    assert_eq!(ukernels::isa_cap(), Some(Isa::Sse));
-    assert!(
-        ukernels::available_kernels()
-            .iter()
-            .all(|k| k.isa <= Isa::Sse)
-    );
+    let target = Target::from_env();
+    assert!(target.isa() <= Isa::Sse);
+    assert_eq!(target.cap(), Some(Isa::Sse));
+    assert!(target.kernels().iter().all(|k| k.isa <= Isa::Sse));
     #[cfg(target_arch = "x86_64")]
     {
         let k = ukernels::find("avx2_6x16").expect("compiled in");
-        let err = ukernels::run(k, 0, &[], 1, 6, &[], 16, &mut [0.0; 96], 16, 6, 16, false)
-            .expect_err("refused");
+        let err = ukernels::run(
+            &target,
+            k,
+            0,
+            &[],
+            1,
+            6,
+            &[],
+            16,
+            &mut [0.0; 96],
+            16,
+            6,
+            16,
+            false,
+        )
+        .expect_err("refused");
         assert!(err.to_string().contains("TESSERA_ISA=sse"), "{err}");
     }
     println!("ENV-OVERRIDE-CHILD-OK");
@@ -391,16 +409,30 @@ fn micro_kernel_env_override_caps_isa() {
 /// touch memory with them.
 #[test]
 fn micro_kernel_unused_strides_may_be_huge() {
-    let _guard = isa_lock();
     let huge = usize::MAX / 2;
     let mut rng = Rng::new(3);
-    for k in ukernels::available_kernels() {
+    for k in host().kernels() {
         let (mr, nr) = (k.mr, k.nr);
         let a: Vec<f32> = (0..mr).map(|_| rng.next_f32()).collect();
         let b: Vec<f32> = (0..nr).map(|_| rng.next_f32()).collect();
         // kc = 1, full tile, packed A (a_rs = 1): a_cs and b_rs unused.
         let mut c = vec![0.0f32; mr * nr];
-        ukernels::run(k, 1, &a, 1, huge, &b, huge, &mut c, nr, mr, nr, false).expect("runs");
+        ukernels::run(
+            &host(),
+            k,
+            1,
+            &a,
+            1,
+            huge,
+            &b,
+            huge,
+            &mut c,
+            nr,
+            mr,
+            nr,
+            false,
+        )
+        .expect("runs");
         for i in 0..mr {
             for j in 0..nr {
                 assert_eq!(c[i * nr + j], a[i] * b[j], "{} ({i},{j})", k.name);
@@ -408,7 +440,22 @@ fn micro_kernel_unused_strides_may_be_huge() {
         }
         // m = 1: a_rs and c_rs unused.
         let mut c = vec![0.0f32; nr];
-        ukernels::run(k, 1, &a[..1], huge, 1, &b, nr, &mut c, huge, 1, nr, false).expect("runs");
+        ukernels::run(
+            &host(),
+            k,
+            1,
+            &a[..1],
+            huge,
+            1,
+            &b,
+            nr,
+            &mut c,
+            huge,
+            1,
+            nr,
+            false,
+        )
+        .expect("runs");
         for j in 0..nr {
             assert_eq!(c[j], a[0] * b[j], "{} m=1 ({j})", k.name);
         }
@@ -417,18 +464,32 @@ fn micro_kernel_unused_strides_may_be_huge() {
 
 #[test]
 fn micro_kernel_run_rejects_bad_regions() {
-    let _guard = isa_lock();
     let k = ukernels::find("generic_4x4").expect("compiled in");
     let (m, n, kc) = (4usize, 4usize, 5usize);
     let a = vec![1.0f32; m * kc];
     let b = vec![1.0f32; kc * n];
     let mut c = vec![0.0f32; m * n];
     // Row-major A (a_rs = kc), B with b_rs = n, C with c_rs = n: exact fits.
-    ukernels::run(k, kc, &a, kc, 1, &b, n, &mut c, n, m, n, false).expect("exact fit runs");
+    ukernels::run(&host(), k, kc, &a, kc, 1, &b, n, &mut c, n, m, n, false)
+        .expect("exact fit runs");
     assert!(c.iter().all(|&x| x == kc as f32));
 
-    let err = ukernels::run(k, kc, &a[1..], kc, 1, &b, n, &mut c, n, m, n, false)
-        .expect_err("A too short");
+    let err = ukernels::run(
+        &host(),
+        k,
+        kc,
+        &a[1..],
+        kc,
+        1,
+        &b,
+        n,
+        &mut c,
+        n,
+        m,
+        n,
+        false,
+    )
+    .expect_err("A too short");
     assert!(
         matches!(err, UkernelError::SliceTooShort { operand: "A", .. }),
         "{err}"
@@ -436,6 +497,7 @@ fn micro_kernel_run_rejects_bad_regions() {
     assert!(err.to_string().contains("operand A"));
 
     let err = ukernels::run(
+        &host(),
         k,
         kc,
         &a,
@@ -456,32 +518,60 @@ fn micro_kernel_run_rejects_bad_regions() {
     );
 
     let len = c.len() - 1;
-    let err = ukernels::run(k, kc, &a, kc, 1, &b, n, &mut c[..len], n, m, n, false)
-        .expect_err("C too short");
+    let err = ukernels::run(
+        &host(),
+        k,
+        kc,
+        &a,
+        kc,
+        1,
+        &b,
+        n,
+        &mut c[..len],
+        n,
+        m,
+        n,
+        false,
+    )
+    .expect_err("C too short");
     assert!(
         matches!(err, UkernelError::SliceTooShort { operand: "C", .. }),
         "{err}"
     );
 
     // Strides that overflow the address computation are rejected, not wrapped.
-    let err = ukernels::run(k, kc, &a, usize::MAX / 2, 1, &b, n, &mut c, n, m, n, false)
-        .expect_err("overflowing stride");
+    let err = ukernels::run(
+        &host(),
+        k,
+        kc,
+        &a,
+        usize::MAX / 2,
+        1,
+        &b,
+        n,
+        &mut c,
+        n,
+        m,
+        n,
+        false,
+    )
+    .expect_err("overflowing stride");
     assert!(
         matches!(err, UkernelError::SliceTooShort { operand: "A", .. }),
         "{err}"
     );
 
-    let err =
-        ukernels::run(k, kc, &a, kc, 1, &b, n, &mut c, n, m + 1, n, false).expect_err("m > MR");
+    let err = ukernels::run(&host(), k, kc, &a, kc, 1, &b, n, &mut c, n, m + 1, n, false)
+        .expect_err("m > MR");
     assert!(matches!(err, UkernelError::TileTooLarge { .. }), "{err}");
 
-    let err = ukernels::run(k, kc, &a, kc, 1, &b, n, &mut c, n - 1, m, n, false)
+    let err = ukernels::run(&host(), k, kc, &a, kc, 1, &b, n, &mut c, n - 1, m, n, false)
         .expect_err("overlapping C rows");
     assert!(matches!(err, UkernelError::OverlappingRows { .. }), "{err}");
 
     // Empty regions are fine with empty slices.
-    ukernels::run(k, kc, &[], kc, 1, &[], n, &mut [], n, 0, n, false).expect("m = 0");
-    ukernels::run(k, kc, &[], kc, 1, &[], n, &mut [], n, m, 0, false).expect("n = 0");
+    ukernels::run(&host(), k, kc, &[], kc, 1, &[], n, &mut [], n, 0, n, false).expect("m = 0");
+    ukernels::run(&host(), k, kc, &[], kc, 1, &[], n, &mut [], n, m, 0, false).expect("n = 0");
 }
 
 // --- the tensorize step ---
@@ -502,8 +592,9 @@ fn steps(json: &str) -> Vec<Step> {
 }
 
 /// Lowers `steps` on `dag`, checks the block became one micro-kernel call,
-/// and compares the IR interpreter and the JIT with the reference.
-fn check_tensorized(label: &str, dag: &ComputeDag, steps: &[Step]) {
+/// and compares the IR interpreter and the JIT (compiled for `target`) with
+/// the reference.
+fn check_tensorized(target: &Target, label: &str, dag: &ComputeDag, steps: &[Step]) {
     let state = State::replay(dag, steps).unwrap_or_else(|e| panic!("{label}: {e}"));
     let func = tir::lower(&state).unwrap_or_else(|e| panic!("{label}: lowering: {e}"));
     let mut calls = 0;
@@ -520,7 +611,7 @@ fn check_tensorized(label: &str, dag: &ComputeDag, steps: &[Step]) {
         &want,
         reduction_length(dag),
     );
-    let kernel = compile(&func, &CodegenOptions::default())
+    let kernel = compile(&func, &CodegenOptions::for_target(*target))
         .unwrap_or_else(|e| panic!("{label}: compile: {e}\n{func}"));
     let compiled = kernel
         .run_host(&inputs)
@@ -575,14 +666,13 @@ fn packed(m_t: i64, n_t: i64, kernel: &str) -> Vec<Step> {
 }
 
 fn available() -> Vec<&'static MicroKernel> {
-    let kernels = ukernels::available_kernels();
+    let kernels = host().kernels();
     assert!(!kernels.is_empty(), "at least the portable kernel");
     kernels
 }
 
 #[test]
 fn tensorized_matmuls_with_random_tiles_around_each_kernel_match_the_reference() {
-    let _cap = isa_lock();
     let mut rng = StdRng::seed_from_u64(5);
     for kernel in available() {
         for case in 0..3 {
@@ -604,16 +694,19 @@ fn tensorized_matmuls_with_random_tiles_around_each_kernel_match_the_reference()
             let dag = build("matmul", &[("M", m), ("N", n), ("K", k)]);
             let label = format!("{} matmul {m}x{n}x{k} tile {m_t}x{n_t}", kernel.name);
             check_tensorized(
+                &host(),
                 &format!("{label} direct"),
                 &dag,
                 &direct(m_t, n_t, None, kernel.name),
             );
             check_tensorized(
+                &host(),
                 &format!("{label} direct kc={k_t}"),
                 &dag,
                 &direct(m_t, n_t, Some(k_t), kernel.name),
             );
             check_tensorized(
+                &host(),
                 &format!("{label} packed"),
                 &dag,
                 &packed(m_t, n_t, kernel.name),
@@ -624,7 +717,6 @@ fn tensorized_matmuls_with_random_tiles_around_each_kernel_match_the_reference()
 
 #[test]
 fn splits_that_do_not_divide_become_edge_tiles_of_the_kernel() {
-    let _cap = isa_lock();
     let mut rng = StdRng::seed_from_u64(9);
     for kernel in available() {
         let (mr, nr) = (kernel.mr as i64, kernel.nr as i64);
@@ -642,8 +734,14 @@ fn splits_that_do_not_divide_become_edge_tiles_of_the_kernel() {
             "{} matmul {m}x{n}x{k} tile {m_t}x{n_t} kc {k_t}",
             kernel.name
         );
-        check_tensorized(&label, &dag, &direct(m_t, n_t, Some(k_t), kernel.name));
         check_tensorized(
+            &host(),
+            &label,
+            &dag,
+            &direct(m_t, n_t, Some(k_t), kernel.name),
+        );
+        check_tensorized(
+            &host(),
             &format!("{label} packed"),
             &dag,
             &packed(m_t, n_t, kernel.name),
@@ -653,7 +751,6 @@ fn splits_that_do_not_divide_become_edge_tiles_of_the_kernel() {
 
 #[test]
 fn batch_matmul_tensorizes_inside_the_batch_loop() {
-    let _cap = isa_lock();
     let kernel = available()[0];
     let (mr, nr) = (kernel.mr as i64, kernel.nr as i64);
     let dag = build(
@@ -661,6 +758,7 @@ fn batch_matmul_tensorizes_inside_the_batch_loop() {
         &[("B", 3), ("M", mr * 2), ("N", nr), ("K", 9)],
     );
     check_tensorized(
+        &host(),
         "batch_matmul",
         &dag,
         &steps(&format!(
@@ -695,7 +793,6 @@ fn lower_error(dag: &ComputeDag, json: &str) -> String {
 
 #[test]
 fn blocks_that_do_not_match_are_typed_errors() {
-    let _cap = isa_lock();
     let kernel = available()[0];
     let name = kernel.name;
     let (mr, nr) = (kernel.mr as i64, kernel.nr as i64);
@@ -758,9 +855,7 @@ fn direct_json(m_t: i64, n_t: i64, kernel: &str) -> String {
 /// A micro-kernel this CPU runs that the SSE cap forbids (`None`, with a
 /// note, on CPUs without one).
 fn wider_than_sse() -> Option<&'static MicroKernel> {
-    let wide = ukernels::available_kernels()
-        .into_iter()
-        .find(|k| k.isa > Isa::Sse);
+    let wide = host().kernels().into_iter().find(|k| k.isa > Isa::Sse);
     if wide.is_none() {
         eprintln!("skipped: this CPU has no micro-kernel wider than SSE");
     }
@@ -769,7 +864,6 @@ fn wider_than_sse() -> Option<&'static MicroKernel> {
 
 #[test]
 fn a_kernel_the_isa_cap_forbids_is_a_compile_error_not_a_crash() {
-    let _cap = isa_lock();
     let Some(wide) = wider_than_sse() else {
         return;
     };
@@ -783,15 +877,69 @@ fn a_kernel_the_isa_cap_forbids_is_a_compile_error_not_a_crash() {
     )
     .expect("replays");
     let func = tir::lower(&state).expect("lowers");
-    ukernels::set_isa_cap(Some(Isa::Sse));
-    let capped = compile(&func, &CodegenOptions::default());
-    ukernels::set_isa_cap(None);
+    let capped = compile(
+        &func,
+        &CodegenOptions::for_target(host().with_isa_cap(Isa::Sse)),
+    );
     let message = capped.err().expect("refused under the cap").to_string();
     assert!(
-        message.contains(wide.name) && message.contains("needs"),
+        message.contains(wide.name)
+            && message.contains("needs")
+            && message.contains("with_isa_cap(sse)"),
         "{message}"
     );
     assert!(compile(&func, &CodegenOptions::default()).is_ok());
+}
+
+/// The target travels to the measurement worker with the codegen options:
+/// under a capped measurer the worker refuses the wide kernel, uncapped it
+/// runs it.
+#[test]
+fn the_measurement_worker_compiles_for_the_measurers_target() {
+    use std::path::PathBuf;
+    use tessera::measure::{MeasureErrorKind, MeasureOptions, Measurer, Task, TimingOptions};
+
+    let Some(wide) = wider_than_sse() else {
+        return;
+    };
+    let (mr, nr) = (wide.mr as i64, wide.nr as i64);
+    let task = Task::from_registry("matmul", &format!("M={mr},N={nr},K=16")).expect("task");
+    let state = State::replay(task.dag(), &direct(mr, nr, None, wide.name)).expect("replays");
+    let measure = |target: Target| {
+        let mut measurer = Measurer::new(MeasureOptions {
+            workers: 1,
+            kernel_threads: 1,
+            timing: TimingOptions {
+                warmup: 0,
+                number: 1,
+                repeat: 1,
+                min_repeat_ms: 0.0,
+                flush_cache: false,
+            },
+            codegen: CodegenOptions::for_target(target),
+            worker_program: Some(PathBuf::from(env!("CARGO_BIN_EXE_tessera"))),
+            ..MeasureOptions::default()
+        })
+        .expect("workers start");
+        assert_eq!(measurer.target(), &target);
+        let results = measurer
+            .measure(&task, std::slice::from_ref(&state))
+            .expect("measures");
+        results.into_iter().next().expect("one result")
+    };
+    let capped = measure(host().with_isa_cap(Isa::Sse));
+    assert_eq!(
+        capped.error_kind,
+        MeasureErrorKind::CompileError,
+        "{capped:?}"
+    );
+    assert!(
+        capped.error_msg.contains(wide.name) && capped.error_msg.contains("with_isa_cap(sse)"),
+        "{}",
+        capped.error_msg
+    );
+    let uncapped = measure(host());
+    assert!(uncapped.is_ok(), "{uncapped:?}");
 }
 
 #[test]
@@ -801,7 +949,6 @@ fn a_deployed_tensorized_artifact_names_its_kernel_and_falls_back_where_the_isa_
     use tessera::measure::{MeasureResult, Task};
     use tessera::runtime::host_device;
 
-    let _cap = isa_lock();
     let Some(wide) = wider_than_sse() else {
         return;
     };
@@ -827,11 +974,9 @@ fn a_deployed_tensorized_artifact_names_its_kernel_and_falls_back_where_the_isa_
 
     let inputs = random_inputs(task.dag(), 4);
     let want = reference(task.dag(), &inputs);
-    ukernels::set_isa_cap(Some(Isa::Sse));
-    let capped =
-        Library::open(dir.join("schedules")).and_then(|library| library.kernel(task.dag()));
+    let capped = Library::open_with_target(dir.join("schedules"), host().with_isa_cap(Isa::Sse))
+        .and_then(|library| library.kernel(task.dag()));
     let capped_run = capped.as_ref().ok().map(|l| l.kernel.run_host(&inputs));
-    ukernels::set_isa_cap(None);
     let loaded = capped.expect("falls back rather than failing");
     match &loaded.source {
         KernelSource::Fallback(reason @ FallbackReason::MissingIsa { needs, .. }) => {
@@ -880,9 +1025,10 @@ const ELIGIBLE: [&str; 13] = [
 ];
 
 /// Fills every tensorized sketch of `dag` at random `seeds` times and
-/// checks each against the reference; returns how many sketches there were.
-fn check_tensorized_sketches(label: &str, dag: &ComputeDag, seeds: u64) -> usize {
-    let sketches: Vec<_> = generate_sketches(dag)
+/// checks each against the reference, all for `target`; returns how many
+/// sketches there were.
+fn check_tensorized_sketches(target: &Target, label: &str, dag: &ComputeDag, seeds: u64) -> usize {
+    let sketches: Vec<_> = generate_sketches(dag, target)
         .into_iter()
         .filter(|s| s.name.contains(":tensorize("))
         .collect();
@@ -893,6 +1039,7 @@ fn check_tensorized_sketches(label: &str, dag: &ComputeDag, seeds: u64) -> usize
             let state = materialize(dag, sketch, &decisions)
                 .unwrap_or_else(|e| panic!("{label} [{}]: {e}", sketch.name));
             check_tensorized(
+                target,
                 &format!("{label} [{}] {decisions:?}", sketch.name),
                 dag,
                 state.steps(),
@@ -904,44 +1051,36 @@ fn check_tensorized_sketches(label: &str, dag: &ComputeDag, seeds: u64) -> usize
 
 #[test]
 fn tensorized_sketches_of_every_eligible_suite_op_match_the_reference_at_every_isa() {
-    let _cap = isa_lock();
     let suite = Suite::load(std::path::Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/suites/quick.json"
     )))
     .expect("quick suite");
-    let host = ukernels::host_isa();
-    let result = std::panic::catch_unwind(|| {
-        for isa in Isa::ALL.into_iter().filter(|&i| i <= host).rev() {
-            ukernels::set_isa_cap(Some(isa));
-            for w in &suite.workloads {
-                let spec = tessera::ops::find(&w.op).expect("op");
-                let dag = spec
-                    .build(&spec.parse_shape(&w.shape).expect("shape"))
-                    .expect("dag");
-                let label = format!("{} {} (ISA cap {})", w.op, w.shape, isa.name());
-                let count = check_tensorized_sketches(&label, &dag, 1);
-                assert_eq!(
-                    count > 0,
-                    ELIGIBLE.contains(&w.op.as_str()),
-                    "{label}: {count} tensorized sketches"
-                );
-            }
+    let host = host();
+    for isa in Isa::ALL.into_iter().filter(|&i| i <= host.isa()).rev() {
+        let target = host.with_isa_cap(isa);
+        for w in &suite.workloads {
+            let spec = tessera::ops::find(&w.op).expect("op");
+            let dag = spec
+                .build(&spec.parse_shape(&w.shape).expect("shape"))
+                .expect("dag");
+            let label = format!("{} {} (ISA cap {})", w.op, w.shape, isa.name());
+            let count = check_tensorized_sketches(&target, &label, &dag, 1);
+            assert_eq!(
+                count > 0,
+                ELIGIBLE.contains(&w.op.as_str()),
+                "{label}: {count} tensorized sketches"
+            );
         }
-    });
-    ukernels::set_isa_cap(None);
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
     }
 }
 
 #[test]
 fn tensorized_sketches_of_odd_shapes_match_the_reference() {
-    let _cap = isa_lock();
     let mut checked = 0;
     for (op, params) in common::small_cases() {
         let dag = build(op, &params);
-        checked += check_tensorized_sketches(&format!("{op} {params:?}"), &dag, 3);
+        checked += check_tensorized_sketches(&host(), &format!("{op} {params:?}"), &dag, 3);
     }
     assert!(checked >= ELIGIBLE.len(), "{checked} sketches");
 }
@@ -990,8 +1129,7 @@ fn a_transposing_pack_reads_the_weight_as_its_layout_says() {
 
 #[test]
 fn a_prime_reduction_is_tensorized_with_an_edge_block_of_k() {
-    let _cap = isa_lock();
     let dag = build("matmul", &[("M", 16), ("N", 32), ("K", 1031)]);
-    let count = check_tensorized_sketches("matmul 16x32x1031", &dag, 2);
+    let count = check_tensorized_sketches(&host(), "matmul 16x32x1031", &dag, 2);
     assert!(count > 0, "no tensorized sketch");
 }

@@ -4,7 +4,6 @@
 
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 
-use crate::runtime::ukernels;
 use crate::te::DType;
 use crate::tir::{GemmCall, GemmOperand};
 
@@ -46,12 +45,15 @@ impl FnTranslator<'_, '_, '_> {
         let (symbol, kernel) = ukernel_symbol(&call.kernel).ok_or_else(|| {
             CodegenError::Unsupported(format!("no micro-kernel '{}'", call.kernel))
         })?;
-        if !ukernels::is_available(kernel) {
+        let target = self.options().target;
+        if !target.can_run(kernel) {
             return Err(CodegenError::Unsupported(format!(
-                "micro-kernel '{}' needs {}, which this CPU (or TESSERA_ISA) does not allow; the widest here is {}",
+                "micro-kernel '{}' needs {}, which this target does not allow (CPU supports {}; cap: {}); the widest here is {}",
                 kernel.name,
                 kernel.isa.name(),
-                ukernels::host_isa().name()
+                target.cpu_isa().name(),
+                target.cap_description(),
+                target.isa().name()
             )));
         }
         if call.m > kernel.mr as i64 || call.n > kernel.nr as i64 {

@@ -17,9 +17,9 @@
 //! Full tiles keep the `MR×NR` accumulators in registers across the whole
 //! `kc` loop; edge tiles never touch memory outside the `m×n` / `kc` region.
 //! Kernels exist for several shapes per instruction set ([`Isa`]); the
-//! registry ([`all_kernels`], [`available_kernels`], [`find`]) says which are
-//! compiled in and which this CPU can run, and `TESSERA_ISA` (or
-//! [`set_isa_cap`]) caps the instruction set, to force a fallback.
+//! registry ([`all_kernels`], [`find`]) says which are compiled in; a
+//! [`Target`] says which this CPU may run ([`Target::kernels`]), its ISA
+//! capped by `TESSERA_ISA` or [`Target::with_isa_cap`] to force a fallback.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -30,9 +30,9 @@ mod registry;
 #[cfg(target_arch = "x86_64")]
 mod sse;
 
-pub use registry::{
-    all_kernels, available_kernels, find, host_isa, is_available, isa_cap, set_isa_cap,
-};
+pub use registry::{all_kernels, find};
+
+use super::Target;
 
 /// The C ABI every micro-kernel exports: `C[m×n] (+)= A[m×kc] · B[kc×n]`
 /// with the strides described in the [module docs](self).
@@ -124,7 +124,7 @@ impl std::fmt::Display for Isa {
 pub struct MicroKernel {
     /// `<isa>_<MR>x<NR>`, e.g. `avx512_6x32`; unique in [`all_kernels`].
     pub name: &'static str,
-    /// The instruction set it needs ([`is_available`] checks the host).
+    /// The instruction set it needs ([`Target::can_run`] checks it).
     pub isa: Isa,
     /// Rows of the full tile (the most `m` may be).
     pub mr: usize,
@@ -139,20 +139,20 @@ pub struct MicroKernel {
 pub enum UkernelError {
     /// The kernel's instruction set is wider than the host allows.
     #[error(
-        "micro-kernel `{kernel}` needs {needs}, but this host allows only {host} \
-         (CPU supports {cpu}; cap: {cap}); pick a kernel from available_kernels(), \
-         or raise TESSERA_ISA / set_isa_cap"
+        "micro-kernel `{kernel}` needs {needs}, but this target allows only {host} \
+         (CPU supports {cpu}; cap: {cap}); pick a kernel from Target::kernels(), \
+         or raise TESSERA_ISA / the target's cap"
     )]
     NotAvailable {
         /// The kernel's name.
         kernel: &'static str,
         /// The kernel's instruction set.
         needs: Isa,
-        /// The widest instruction set allowed now ([`host_isa`]).
+        /// The widest instruction set the target allows ([`Target::isa`]).
         host: Isa,
         /// The widest instruction set the CPU supports.
         cpu: Isa,
-        /// The override in force, e.g. `TESSERA_ISA=sse`, or `none`.
+        /// What capped it, e.g. `TESSERA_ISA=sse`, or `none`.
         cap: String,
     },
     /// The tile is larger than the kernel's `MR×NR`.
@@ -235,12 +235,13 @@ fn to_i64(x: usize) -> i64 {
     i64::try_from(x).unwrap_or(i64::MAX)
 }
 
-/// Calls micro-kernel `k` on slices, after checking that it is available on
-/// this host, that `m ≤ MR` and `n ≤ NR`, that C's rows do not overlap, and
+/// Calls micro-kernel `k` on slices, after checking that `target` may run
+/// it (its CPU has the ISA and no cap forbids it), that `m ≤ MR` and `n ≤ NR`, that C's rows do not overlap, and
 /// that every slice covers the elements the region touches (see the
 /// [module docs](self) for the layout).
 #[allow(clippy::too_many_arguments)]
 pub fn run(
+    target: &Target,
     k: &MicroKernel,
     kc: usize,
     a: &[f32],
@@ -254,13 +255,13 @@ pub fn run(
     n: usize,
     accumulate: bool,
 ) -> Result<(), UkernelError> {
-    if !is_available(k) {
+    if !target.can_run(k) {
         return Err(UkernelError::NotAvailable {
             kernel: k.name,
             needs: k.isa,
-            host: host_isa(),
-            cpu: registry::cpu_isa(),
-            cap: registry::cap_description(),
+            host: target.isa(),
+            cpu: target.cpu_isa(),
+            cap: target.cap_description(),
         });
     }
     if m > k.mr || n > k.nr {
@@ -283,7 +284,8 @@ pub fn run(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    // SAFETY: the ISA is available; m ≤ MR, n ≤ NR; the slices cover every
+    // SAFETY: the target allows the ISA, and every target's CPU is this
+    // host's, as detected (`Target` has no other constructor); m ≤ MR, n ≤ NR; the slices cover every
     // element of the region (checked above); `c` is a unique borrow, so it
     // aliases neither `a` nor `b`.
     unsafe {

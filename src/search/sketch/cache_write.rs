@@ -4,6 +4,7 @@
 //! it out ([`MultiLevelTilingWithCacheWrite`]); and the same with an input
 //! the tile reuses packed into a local buffer ([`MultiLevelTilingWithPacking`]).
 
+use crate::runtime::Target;
 use crate::schedule::Step;
 
 use super::stage::Stage;
@@ -48,7 +49,7 @@ impl SketchRule for MultiLevelTilingWithCacheWrite {
         Condition::Apply.when(stage.has_data_reuse())
     }
 
-    fn apply(&self, stage: &Stage) -> Vec<Variant> {
+    fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {
         let (steps, _) = cache_write(stage, &[]);
         vec![Variant {
             stage: stage.name.clone(),
@@ -74,7 +75,7 @@ impl SketchRule for MultiLevelTilingWithPacking {
         Condition::Apply.when(stage.has_data_reuse() && !stage.packable_inputs().is_empty())
     }
 
-    fn apply(&self, stage: &Stage) -> Vec<Variant> {
+    fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {
         let local = format!("{}.local", stage.name);
         let mut variants = Vec::new();
         for (input, axes) in stage.packable_inputs() {

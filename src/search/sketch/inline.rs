@@ -4,6 +4,7 @@
 //! ([`InlinePadding`]): inlined padding puts a select in the innermost
 //! loop, so the later rules also schedule it at the root.
 
+use crate::runtime::Target;
 use crate::schedule::Step;
 
 use super::stage::Stage;
@@ -21,7 +22,7 @@ impl SketchRule for AlwaysInline {
         Condition::ApplyAndSkipRest.when(stage.inlinable() && !stage.has_select())
     }
 
-    fn apply(&self, stage: &Stage) -> Vec<Variant> {
+    fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {
         vec![inline(stage)]
     }
 }
@@ -38,7 +39,7 @@ impl SketchRule for InlinePadding {
         Condition::Apply.when(stage.inlinable() && stage.has_select())
     }
 
-    fn apply(&self, stage: &Stage) -> Vec<Variant> {
+    fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {
         vec![inline(stage)]
     }
 }

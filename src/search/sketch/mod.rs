@@ -22,6 +22,7 @@ mod tensorize;
 mod tests;
 mod tiling;
 
+use crate::runtime::Target;
 use std::fmt;
 
 use crate::te::ComputeDag;
@@ -66,9 +67,9 @@ trait SketchRule: Sync {
     /// Whether the rule applies to `stage`, and whether the rules after it
     /// are still tried.
     fn condition(&self, stage: &Stage) -> Condition;
-    /// The stage's alternatives from this rule (possibly none: no
-    /// micro-kernel runs here, no loop to tile).
-    fn apply(&self, stage: &Stage) -> Vec<Variant>;
+    /// The stage's alternatives from this rule for `target` (possibly
+    /// none: no micro-kernel the target allows, no loop to tile).
+    fn apply(&self, stage: &Stage, target: &Target) -> Vec<Variant>;
 }
 
 /// The rules, in the order they are tried on each stage.
@@ -186,12 +187,12 @@ impl Variant {
 }
 
 /// The alternatives `rules` give `stage`, walking them in order.
-fn variants_of(stage: &Stage, rules: &[&dyn SketchRule]) -> Vec<Variant> {
+fn variants_of(stage: &Stage, rules: &[&dyn SketchRule], target: &Target) -> Vec<Variant> {
     let mut variants = Vec::new();
     for rule in rules {
         let condition = rule.condition(stage);
         if condition != Condition::Skip {
-            variants.extend(rule.apply(stage));
+            variants.extend(rule.apply(stage, target));
         }
         if condition == Condition::ApplyAndSkipRest {
             break;
@@ -200,12 +201,13 @@ fn variants_of(stage: &Stage, rules: &[&dyn SketchRule]) -> Vec<Variant> {
     variants
 }
 
-/// The sketches of `dag`.
-pub fn generate_sketches(dag: &ComputeDag) -> Vec<Sketch> {
+/// The sketches of `dag` for `target` (whose micro-kernels tensorized
+/// sketches may call).
+pub fn generate_sketches(dag: &ComputeDag, target: &Target) -> Vec<Sketch> {
     let stages = stages_of(dag);
     let mut per_stage: Vec<Vec<Variant>> = stages
         .iter()
-        .map(|stage| variants_of(stage, RULES))
+        .map(|stage| variants_of(stage, RULES, target))
         .collect();
     // A consumer fused by its producer keeps only that role.
     let fused: Vec<String> = per_stage

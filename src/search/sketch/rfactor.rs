@@ -2,6 +2,7 @@
 //! reduction has its innermost reduction axis split, and the outer part
 //! factored into a parallel stage `<stage>.rf`.
 
+use crate::runtime::Target;
 use crate::schedule::Step;
 
 use super::stage::Stage;
@@ -30,7 +31,7 @@ impl SketchRule for Rfactor {
         Condition::Apply.when(factored_axis(stage).is_some())
     }
 
-    fn apply(&self, stage: &Stage) -> Vec<Variant> {
+    fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {
         let Some((last, extent)) = factored_axis(stage) else {
             return Vec::new();
         };

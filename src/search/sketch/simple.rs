@@ -2,6 +2,7 @@
 //! innermost spatial axis split for vectorization, its reductions between
 //! the two parts.
 
+use crate::runtime::Target;
 use crate::schedule::Step;
 
 use super::stage::Stage;
@@ -19,7 +20,7 @@ impl SketchRule for Simple {
         Condition::Apply
     }
 
-    fn apply(&self, stage: &Stage) -> Vec<Variant> {
+    fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {
         let spatial = stage.spatial_axes();
         let mut steps = Vec::new();
         if let Some((last, extent)) = spatial.last().filter(|(_, e)| *e > 1) {

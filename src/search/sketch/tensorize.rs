@@ -12,7 +12,8 @@
 //! and the kernel window's loops stay outside the block.
 
 use crate::arith::Affine;
-use crate::runtime::ukernels::{self, MicroKernel};
+use crate::runtime::Target;
+use crate::runtime::ukernels::MicroKernel;
 use crate::schedule::Step;
 use crate::te::{BinOp, ComputeOp, DType, ExprKind, Var};
 
@@ -108,16 +109,17 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
     })
 }
 
-/// The kernels this CPU runs that suit an `m × n` output best, with the
+/// The kernels `target` allows that suit an `m × n` output best, with the
 /// tile each gets (the kernel's full tile, or the whole axis when shorter;
 /// the remainders are the kernel's edge tiles): the widest ISA first, then
 /// the most useful work per tile.
-fn fitting_kernels(m: i64, n: i64) -> Vec<(&'static MicroKernel, i64, i64)> {
+fn fitting_kernels(target: &Target, m: i64, n: i64) -> Vec<(&'static MicroKernel, i64, i64)> {
     let useful = |extent: i64, tile: i64| {
         let tiles = (extent + tile - 1) / tile;
         extent as f64 / (tiles * tile) as f64
     };
-    let mut fits: Vec<(&'static MicroKernel, i64, i64, f64)> = ukernels::available_kernels()
+    let mut fits: Vec<(&'static MicroKernel, i64, i64, f64)> = target
+        .kernels()
         .into_iter()
         .map(|k| {
             let (mt, nt) = ((k.mr as i64).min(m), (k.nr as i64).min(n));
@@ -145,8 +147,8 @@ enum Host<'a> {
 }
 
 /// The tensorized sketches of stage `stage` computing `op` (none when it is
-/// not GEMM-shaped or no kernel runs here).
-fn tensorize_variants(stage: &str, op: &ComputeOp, host: &Host) -> Vec<Variant> {
+/// not GEMM-shaped or `target` allows no kernel).
+fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host) -> Vec<Variant> {
     let Some(g) = gemm_shape(op) else {
         return Vec::new();
     };
@@ -183,7 +185,7 @@ fn tensorize_variants(stage: &str, op: &ComputeOp, host: &Host) -> Vec<Variant> 
         &[false, true]
     };
     let mut variants = Vec::new();
-    for (kernel, m_t, n_t) in fitting_kernels(g.m.extent(), g.n.extent()) {
+    for (kernel, m_t, n_t) in fitting_kernels(target, g.m.extent(), g.n.extent()) {
         for &pack in packs {
             let mut steps: Vec<SketchStep> = g
                 .materialize
@@ -323,7 +325,7 @@ impl SketchRule for Tensorize {
         }
     }
 
-    fn apply(&self, stage: &Stage) -> Vec<Variant> {
+    fn apply(&self, stage: &Stage, target: &Target) -> Vec<Variant> {
         let host = match (&self.into, &stage.fusible_consumer) {
             (TensorizeInto::CacheWrite, _) => Host::CacheWrite,
             (TensorizeInto::FusedConsumer, Some(consumer)) => Host::Consumer {
@@ -332,6 +334,6 @@ impl SketchRule for Tensorize {
             },
             (TensorizeInto::FusedConsumer, None) => return Vec::new(),
         };
-        tensorize_variants(&stage.name, &stage.op, &host)
+        tensorize_variants(target, &stage.name, &stage.op, &host)
     }
 }

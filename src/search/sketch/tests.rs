@@ -3,10 +3,11 @@
 
 use super::*;
 use crate::ops;
+use crate::runtime::Target;
 use crate::schedule::Step;
 
 fn sketches_of(op: &str, shape: &str) -> Vec<Sketch> {
-    generate_sketches(&dag_of(op, shape))
+    generate_sketches(&dag_of(op, shape), &Target::from_env())
 }
 
 fn dag_of(op: &str, shape: &str) -> ComputeDag {
@@ -107,7 +108,7 @@ impl SketchRule for Fixed {
         self.1
     }
 
-    fn apply(&self, _stage: &Stage) -> Vec<Variant> {
+    fn apply(&self, _stage: &Stage, _target: &Target) -> Vec<Variant> {
         assert_ne!(
             self.1,
             Condition::Skip,
@@ -133,7 +134,7 @@ fn a_rule_that_applies_and_skips_the_rest_ends_the_stages_list() {
         &Fixed("last", Condition::ApplyAndSkipRest),
         &Fixed("never", Condition::Apply),
     ];
-    let stages: Vec<String> = variants_of(&stage, &rules)
+    let stages: Vec<String> = variants_of(&stage, &rules, &Target::from_env())
         .into_iter()
         .map(|v| v.stage)
         .collect();
@@ -141,13 +142,13 @@ fn a_rule_that_applies_and_skips_the_rest_ends_the_stages_list() {
     // In the real list: an always-inlined stage gets no simple schedule,
     // and a fused stage no cache write and no plain tiling.
     let bias = stage_of("dense_bias_relu", "M=8,N=16,K=16", "bias_add");
-    let kinds: Vec<VariantKind> = variants_of(&bias, RULES)
+    let kinds: Vec<VariantKind> = variants_of(&bias, RULES, &Target::from_env())
         .into_iter()
         .map(|v| v.kind)
         .collect();
     assert_eq!(kinds, [VariantKind::Inline]);
     let dense = stage_of("dense_bias_relu", "M=8,N=16,K=16", "dense");
-    let variants = variants_of(&dense, RULES);
+    let variants = variants_of(&dense, RULES, &Target::from_env());
     assert_eq!(
         variants[0].kind,
         VariantKind::TileWithFusion {
@@ -281,7 +282,7 @@ fn gemm_shaped_stages_get_tensorized_sketches_with_and_without_packing() {
         .iter()
         .filter(|s| s.name.contains(":tensorize("))
         .collect();
-    if crate::runtime::ukernels::available_kernels().is_empty() {
+    if Target::from_env().kernels().is_empty() {
         return;
     }
     assert!(tensorized.iter().any(|s| s.name.ends_with("+pack(B)")));

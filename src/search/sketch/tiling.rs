@@ -4,6 +4,7 @@
 //! computed per tile of its elementwise consumer ([`MultiLevelTilingWithFusion`]);
 //! and the two layouts these and the cache-write rules share.
 
+use crate::runtime::Target;
 use crate::schedule::Step;
 
 use super::stage::Stage;
@@ -26,7 +27,7 @@ impl SketchRule for MultiLevelTilingWithFusion {
         Condition::Apply.when(stage.fusible_consumer.is_some())
     }
 
-    fn apply(&self, stage: &Stage) -> Vec<Variant> {
+    fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {
         let Some(consumer) = &stage.fusible_consumer else {
             return Vec::new();
         };
@@ -61,7 +62,7 @@ impl SketchRule for MultiLevelTiling {
         Condition::ApplyAndSkipRest.when(stage.has_data_reuse())
     }
 
-    fn apply(&self, stage: &Stage) -> Vec<Variant> {
+    fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {
         let mut steps = Vec::new();
         tile_ssrsrs(
             &stage.name,
