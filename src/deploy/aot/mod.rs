@@ -7,13 +7,13 @@
 //! - `<symbol>.o`: the kernel ([`codegen::compile_object`]), exporting
 //!   `void <symbol>(void **args)`;
 //! - `<symbol>.h`: the parameters' dimensions as `#define`s, the raw entry
-//!   point and a typed wrapper `<symbol>_call(...)` (written by `header`);
+//!   point and a typed wrapper `<symbol>_call(...)` (`header.rs`);
 //! - `tessera_runtime.c`: the functions kernels import (a pthread pool for
 //!   parallel loops, aligned heap blocks, libm math), the same for every
 //!   kernel (the file `tessera_runtime.c` beside this one, copied as is).
 //!
 //! [`compile_deployed`] does this for every artifact `tessera deploy --aot`
-//! deployed, into `<device>/aot/` (`compile_deployed`).
+//! deployed, into `<device>/aot/` (in `compile_deployed.rs`).
 //!
 //! Build a program with `cc -O2 main.c tessera_runtime.c <symbol>.o -lm
 //! -lpthread`. The object uses every ISA extension of the machine that
