@@ -3,7 +3,6 @@
 //! searching, or compiled ahead of time into object files; `verify` checks
 //! every deployed artifact against the reference.
 
-mod ahead;
 pub mod aot;
 mod artifact;
 mod error;
@@ -16,7 +15,7 @@ mod rename;
 mod verify;
 mod verify_prepacked;
 
-pub use ahead::{AOT_DIR, AotWorkload, aot_symbol, compile_deployed};
+pub use aot::{AOT_DIR, AotWorkload, aot_symbol, compile_deployed};
 pub use artifact::{
     ARTIFACT_SCHEMA, Artifact, INDEX_FILE, Index, IndexEntry, artifact_file_name, device_dir,
     intrinsics_of, write_atomic,

@@ -19,7 +19,7 @@ use crate::measure::{MeasureError, Measurer, Task};
 use crate::runtime::DeviceKey;
 use crate::schedule::State;
 
-use super::ahead::AOT_DIR;
+use super::aot::AOT_DIR;
 use super::artifact::{Artifact, INDEX_FILE, Index, IndexEntry, device_dir};
 use super::error::DeployError;
 use super::verify_prepacked::verify_prepacked;

@@ -1,217 +1,72 @@
-//! AVX2 + FMA micro-kernels (8 f32 lanes): full tiles keep the
-//! `MR × NR/16` accumulators in ymm registers across the whole kc loop; edge
-//! tiles use `vmaskmovps` masked loads and stores, so nothing outside the region is
-//! touched.
+//! AVX2 + FMA micro-kernels (8 f32 lanes): the shared vector kernels
+//! ([`vector_micro_kernels!`]) over ymm registers, with `vmaskmovps` masked
+//! loads and stores for edge tiles; the full 4×24 tile runs its k loop in
+//! assembly (`asm_kloop`).
 
 use std::arch::asm;
 use std::arch::x86_64::{
     __m256, __m256i, _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
     _mm256_maskstore_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps,
-    _mm256_setzero_si256, _mm256_storeu_ps,
+    _mm256_storeu_ps,
 };
 
-use super::{Isa, MicroKernel};
+use super::vector_kernels::vector_micro_kernels;
 
-/// f32 lanes of a ymm register.
-const L: usize = 8;
-
-macro_rules! kernels {
-    ($($name:ident: $mr:literal x $nr:literal),* $(,)?) => {
-        $(
-            #[doc = concat!("The ", stringify!($mr), "×", stringify!($nr),
-                " AVX2+FMA micro-kernel; see [`super::GemmFn`].")]
-            ///
-            /// # Safety
-            ///
-            /// As [`super::GemmFn`]; the CPU must support AVX2 and FMA.
-            #[allow(clippy::too_many_arguments)]
-            unsafe extern "C" fn $name(
-                kc: i64, a: *const f32, a_rs: i64, a_cs: i64, b: *const f32, b_rs: i64,
-                c: *mut f32, c_rs: i64, m: i64, n: i64, accumulate: i64,
-            ) {
-                // SAFETY: forwarded contract (including AVX2 and FMA support).
-                unsafe {
-                    tile::<$mr, { $nr / L }>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate)
-                }
-            }
-        )*
-
-        /// The AVX2+FMA kernels.
-        pub(super) fn kernels() -> Vec<MicroKernel> {
-            vec![$(MicroKernel {
-                name: stringify!($name),
-                isa: Isa::Avx2Fma,
-                mr: $mr,
-                nr: $nr,
-                func: $name,
-            }),*]
-        }
-    };
-}
-
-kernels! {
-    avx2_6x16: 6 x 16,
-    avx2_4x24: 4 x 24,
-    avx2_8x8: 8 x 8,
-}
-
-/// Clamps the tile, then picks the full-tile body (packed A or strided A)
-/// or the masked edge body.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn tile<const MR: usize, const NV: usize>(
-    kc: i64,
-    a: *const f32,
-    a_rs: i64,
-    a_cs: i64,
-    b: *const f32,
-    b_rs: i64,
-    c: *mut f32,
-    c_rs: i64,
-    m: i64,
-    n: i64,
-    accumulate: i64,
-) {
-    let m = m.clamp(0, MR as i64) as usize;
-    let n = n.clamp(0, (NV * L) as i64) as usize;
-    if m == 0 || n == 0 {
-        return;
-    }
-    let kc = kc.max(0) as usize;
-    let (a_rs, a_cs, b_rs, c_rs) = (a_rs as isize, a_cs as isize, b_rs as isize, c_rs as isize);
-    let acc = accumulate != 0;
-    // SAFETY: forwarded contract; m ≤ MR, n ≤ NR.
-    unsafe {
-        if m == MR && n == NV * L {
-            if a_rs == 1 {
-                body::<MR, NV, true, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc)
-            } else {
-                body::<MR, NV, false, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc)
-            }
-        } else {
-            body::<MR, NV, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc)
-        }
+vector_micro_kernels! {
+    isa: Avx2Fma,
+    isa_name: "AVX2+FMA",
+    safety: "the CPU must support AVX2 and FMA.",
+    features: "avx2,fma",
+    vector: __m256,
+    lanes: 8,
+    mask: __m256i,
+    zero: _mm256_setzero_ps(),
+    splat(x) => _mm256_set1_ps(x),
+    load(p) => _mm256_loadu_ps(p),
+    store(p, v) => _mm256_storeu_ps(p, v),
+    mul_add(a, b, c) => _mm256_fmadd_ps(a, b, c),
+    lane_mask(left) => _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(left as i32),
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+    ),
+    load_masked(p, mask) => _mm256_maskload_ps(p, mask),
+    store_masked(p, mask, v) => _mm256_maskstore_ps(p, mask, v),
+    full_tile_kloop: asm_kloop,
+    kernels: {
+        avx2_6x16: 6 x 16,
+        avx2_4x24: 4 x 24,
+        avx2_8x8: 8 x 8,
     }
 }
 
-/// The kernel proper. `PACKED`: A's row stride is 1 (rows at constant
-/// offsets from the column pointer). `MASKED`: an edge tile — B and C are
-/// loaded and stored under lane masks for `n`, rows past `m` recompute row
-/// `m-1` of A (valid memory) and are never stored.
-#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn body<const MR: usize, const NV: usize, const PACKED: bool, const MASKED: bool>(
-    kc: usize,
-    a: *const f32,
-    a_rs: isize,
-    a_cs: isize,
-    b: *const f32,
-    b_rs: isize,
-    c: *mut f32,
-    c_rs: isize,
-    m: usize,
-    n: usize,
-    accumulate: bool,
-) {
-    let mut masks: [__m256i; NV] = [_mm256_setzero_si256(); NV];
-    if MASKED {
-        let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        for (v, mask) in masks.iter_mut().enumerate() {
-            let left = n.saturating_sub(v * L).min(L) as i32;
-            *mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
-        }
-    }
-    let mut arow = [0isize; MR];
-    for (i, off) in arow.iter_mut().enumerate() {
-        *off = i.min(m - 1) as isize * a_rs;
-    }
-    let mut accs = [[_mm256_setzero_ps(); NV]; MR];
-    // SAFETY (all accesses): the caller guarantees the m×n / kc region is
-    // valid; unmasked accesses happen only on full tiles, masked-out lanes
-    // are not accessed, and A rows are clamped to m-1.
-    unsafe {
-        if accumulate {
-            for i in 0..MR {
-                if MASKED && i >= m {
-                    continue;
-                }
-                let row = c.offset(i as isize * c_rs);
-                for v in 0..NV {
-                    accs[i][v] = if MASKED {
-                        _mm256_maskload_ps(row.wrapping_add(v * L), masks[v])
-                    } else {
-                        _mm256_loadu_ps(row.add(v * L))
-                    };
-                }
-            }
-        }
-        // The full 4×24 tile runs its k loop in assembly: its 12 accumulators,
-        // 3 B vectors and the broadcast fill all 16 ymm registers, and LLVM's
-        // allocator spills there (~40% of peak instead of ~97%).
-        let asm_loop = MR == 4 && NV == 3 && !MASKED;
-        if asm_loop {
-            // SAFETY: MR = 4 and NV = 3, so the array has that type.
-            let accs = &mut *((&mut accs) as *mut [[__m256; NV]; MR] as *mut [[__m256; 3]; 4]);
-            kloop_4x24(kc, a, a_rs, a_cs, b, b_rs, accs);
-        }
-        let kc = if asm_loop { 0 } else { kc };
-        let (mut ap, mut bp) = (a, b);
-        for _ in 0..kc {
-            let mut bv = [_mm256_setzero_ps(); NV];
-            for v in 0..NV {
-                bv[v] = if MASKED {
-                    _mm256_maskload_ps(bp.wrapping_add(v * L), masks[v])
-                } else {
-                    _mm256_loadu_ps(bp.add(v * L))
-                };
-            }
-            for i in 0..MR {
-                let off = if PACKED { i as isize } else { arow[i] };
-                let av = _mm256_set1_ps(*ap.offset(off));
-                for v in 0..NV {
-                    accs[i][v] = _mm256_fmadd_ps(av, bv[v], accs[i][v]);
-                }
-            }
-            ap = ap.wrapping_offset(a_cs);
-            bp = bp.wrapping_offset(b_rs);
-        }
-        for i in 0..MR {
-            if MASKED && i >= m {
-                continue;
-            }
-            let row = c.offset(i as isize * c_rs);
-            for v in 0..NV {
-                if MASKED {
-                    _mm256_maskstore_ps(row.wrapping_add(v * L), masks[v], accs[i][v]);
-                } else {
-                    _mm256_storeu_ps(row.add(v * L), accs[i][v]);
-                }
-            }
-        }
-    }
-}
-
-/// The k loop of the full 4×24 tile in assembly: the 12 accumulators, the 3
-/// B vectors of a row and the A broadcast take exactly the 16 ymm registers,
-/// which the compiler's allocator does not manage without a spill. A element
-/// `(i, k)` at `a + i*a_rs + k*a_cs`, B row `k` at `b + k*b_rs` (elements).
+/// The k loop of a full 4×24 tile in assembly; other shapes return `false`
+/// at once and keep the shared loop. The 12 accumulators, the 3 B vectors of
+/// a row and the A broadcast take exactly the 16 ymm registers, which LLVM's
+/// allocator does not manage without a spill (~40% of peak instead of
+/// ~97%). A element `(i, k)` at `a + i*a_rs + k*a_cs`, B row `k` at
+/// `b + k*b_rs` (elements).
 ///
 /// # Safety
 ///
-/// AVX2 and FMA are available, and the full 4×kc A and kc×24 B regions are
-/// valid to read.
+/// AVX2 and FMA are available, and the full `MR×kc` A and `kc×NV·8` B
+/// regions are valid to read.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn kloop_4x24(
+unsafe fn asm_kloop<const MR: usize, const NV: usize>(
     kc: usize,
     a: *const f32,
     a_rs: isize,
     a_cs: isize,
     b: *const f32,
     b_rs: isize,
-    acc: &mut [[__m256; 3]; 4],
-) {
+    accs: &mut [[__m256; NV]; MR],
+) -> bool {
+    if MR != 4 || NV != 3 {
+        return false;
+    }
+    // SAFETY: MR = 4 and NV = 3, so the array has that type.
+    let acc = unsafe { &mut *(accs as *mut [[__m256; NV]; MR] as *mut [[__m256; 3]; 4]) };
     if kc == 0 {
-        return;
+        return true;
     }
     let [
         [mut c00, mut c01, mut c02],
@@ -283,4 +138,5 @@ unsafe fn kloop_4x24(
         [c20, c21, c22],
         [c30, c31, c32],
     ];
+    true
 }

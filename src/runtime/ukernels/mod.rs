@@ -29,6 +29,8 @@ mod generic;
 mod registry;
 #[cfg(target_arch = "x86_64")]
 mod sse;
+#[cfg(target_arch = "x86_64")]
+mod vector_kernels;
 
 pub use registry::{all_kernels, find};
 

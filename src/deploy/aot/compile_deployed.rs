@@ -3,13 +3,11 @@
 //! of the C runtime, so a C program can link the tuned kernel without a JIT.
 
 use crate::codegen::CodegenOptions;
+use crate::deploy::{Artifact, DeployError, DeployOutcome, DeployReport};
 use crate::measure::Task;
 use crate::schedule::State;
 
-use super::aot::{AotFiles, write_aot};
-use super::artifact::Artifact;
-use super::error::DeployError;
-use super::export::{DeployOutcome, DeployReport};
+use super::{AotFiles, write_aot};
 
 /// Folder of the object files inside a device folder.
 pub const AOT_DIR: &str = "aot";

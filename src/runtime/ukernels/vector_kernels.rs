@@ -1,0 +1,232 @@
+//! The vector micro-kernels written once, as a macro over the instruction
+//! set: [`vector_micro_kernels!`] takes an ISA's vector type, lane count,
+//! `#[target_feature]` list and its load, store, broadcast, multiply-add and
+//! lane-mask operations, and writes that ISA's kernels, its tile dispatcher
+//! and its kernel table. `avx512.rs`, `avx2.rs` and `sse.rs` each invoke it
+//! once.
+//!
+//! Full tiles keep the `MR × NR/L` accumulators in vector registers across
+//! the whole kc loop. Edge tiles load and store B and C under lane masks for
+//! `n` (masked-out lanes are never accessed, so nothing outside the region is
+//! touched); rows past `m` recompute row `m-1` of A (valid memory) and are
+//! never stored.
+
+/// Writes one ISA's micro-kernels into the invoking module: an
+/// `unsafe extern "C" fn` per `name: MR x NR` entry (a [`super::GemmFn`]),
+/// `const L` (the lanes), the tile dispatcher `tile`, the kernel proper
+/// `body`, and `pub(super) fn kernels() -> Vec<MicroKernel>`.
+///
+/// The operations are expressions over the names given in their
+/// parentheses; they run inside `#[target_feature(enable = features)]`
+/// functions, pointer operations inside `unsafe` blocks:
+///
+/// - `splat(x)`: every lane `x`; `load(p)` / `store(p, v)`: `L` lanes at `p`;
+/// - `mul_add(a, b, c)`: `a·b + c` per lane;
+/// - `lane_mask(left)`: the mask of the first `left` lanes (`left ≤ L`);
+///   `load_masked(p, mask)` (zeros in masked-out lanes) and
+///   `store_masked(p, mask, v)` access only the lanes in the mask.
+///
+/// `full_tile_kloop: f` (optional) names a function
+/// `f::<MR, NV>(kc, a, a_rs, a_cs, b, b_rs, &mut accs) -> bool` that may run
+/// the k loop of a full tile itself (returning `true`), e.g. in assembly.
+macro_rules! vector_micro_kernels {
+    (
+        isa: $isa:ident,
+        isa_name: $isa_name:literal,
+        safety: $safety:literal,
+        features: $features:literal,
+        vector: $vector:ty,
+        lanes: $lanes:literal,
+        mask: $mask:ty,
+        zero: $zero:expr,
+        splat($sx:ident) => $splat:expr,
+        load($lp:ident) => $load:expr,
+        store($sp:ident, $sv:ident) => $store:expr,
+        mul_add($fa:ident, $fb:ident, $fc:ident) => $mul_add:expr,
+        lane_mask($left:ident) => $lane_mask:expr,
+        load_masked($mlp:ident, $mlm:ident) => $load_masked:expr,
+        store_masked($msp:ident, $msm:ident, $msv:ident) => $store_masked:expr,
+        $(full_tile_kloop: $kloop:ident,)?
+        kernels: { $($name:ident: $mr:literal x $nr:literal),* $(,)? } $(,)?
+    ) => {
+        #[doc = concat!("f32 lanes of one ", $isa_name, " vector.")]
+        const L: usize = $lanes;
+
+        $(
+            #[doc = concat!("The ", stringify!($mr), "×", stringify!($nr), " ", $isa_name,
+                " micro-kernel; see [`super::GemmFn`].")]
+            ///
+            /// # Safety
+            ///
+            #[doc = concat!("As [`super::GemmFn`]; ", $safety)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe extern "C" fn $name(
+                kc: i64, a: *const f32, a_rs: i64, a_cs: i64, b: *const f32, b_rs: i64,
+                c: *mut f32, c_rs: i64, m: i64, n: i64, accumulate: i64,
+            ) {
+                // SAFETY: forwarded contract (including the ISA's features).
+                unsafe {
+                    tile::<$mr, { $nr / L }>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate)
+                }
+            }
+        )*
+
+        #[doc = concat!("The ", $isa_name, " kernels.")]
+        pub(super) fn kernels() -> Vec<$crate::runtime::ukernels::MicroKernel> {
+            vec![$($crate::runtime::ukernels::MicroKernel {
+                name: stringify!($name),
+                isa: $crate::runtime::ukernels::Isa::$isa,
+                mr: $mr,
+                nr: $nr,
+                func: $name,
+            }),*]
+        }
+
+        /// Clamps the tile, then picks the full-tile body (packed A or
+        /// strided A) or the masked edge body.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $features)]
+        unsafe fn tile<const MR: usize, const NV: usize>(
+            kc: i64,
+            a: *const f32,
+            a_rs: i64,
+            a_cs: i64,
+            b: *const f32,
+            b_rs: i64,
+            c: *mut f32,
+            c_rs: i64,
+            m: i64,
+            n: i64,
+            accumulate: i64,
+        ) {
+            let m = m.clamp(0, MR as i64) as usize;
+            let n = n.clamp(0, (NV * L) as i64) as usize;
+            if m == 0 || n == 0 {
+                return;
+            }
+            let kc = kc.max(0) as usize;
+            let (a_rs, a_cs, b_rs, c_rs) =
+                (a_rs as isize, a_cs as isize, b_rs as isize, c_rs as isize);
+            let acc = accumulate != 0;
+            // SAFETY: forwarded contract; m ≤ MR, n ≤ NR.
+            unsafe {
+                if m == MR && n == NV * L {
+                    if a_rs == 1 {
+                        body::<MR, NV, true, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc)
+                    } else {
+                        body::<MR, NV, false, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc)
+                    }
+                } else {
+                    body::<MR, NV, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc)
+                }
+            }
+        }
+
+        /// The kernel proper. `PACKED`: A's row stride is 1 (rows at
+        /// constant offsets from the column pointer). `MASKED`: an edge tile
+        /// — B and C are loaded and stored under lane masks for `n`, rows
+        /// past `m` recompute row `m-1` of A (valid memory) and are never
+        /// stored.
+        #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+        #[target_feature(enable = $features)]
+        unsafe fn body<const MR: usize, const NV: usize, const PACKED: bool, const MASKED: bool>(
+            kc: usize,
+            a: *const f32,
+            a_rs: isize,
+            a_cs: isize,
+            b: *const f32,
+            b_rs: isize,
+            c: *mut f32,
+            c_rs: isize,
+            m: usize,
+            n: usize,
+            accumulate: bool,
+        ) {
+            let mut masks: [$mask; NV] = [{ let $left = L; $lane_mask }; NV];
+            if MASKED {
+                for (v, mask) in masks.iter_mut().enumerate() {
+                    let $left = n.saturating_sub(v * L).min(L);
+                    *mask = $lane_mask;
+                }
+            }
+            let mut arow = [0isize; MR];
+            for (i, off) in arow.iter_mut().enumerate() {
+                *off = i.min(m - 1) as isize * a_rs;
+            }
+            let mut accs: [[$vector; NV]; MR] = [[$zero; NV]; MR];
+            // SAFETY (all accesses): the caller guarantees the m×n / kc
+            // region is valid; unmasked accesses happen only on full tiles,
+            // masked-out lanes are not accessed, and A rows are clamped to
+            // m-1.
+            unsafe {
+                if accumulate {
+                    for i in 0..MR {
+                        if MASKED && i >= m {
+                            continue;
+                        }
+                        let row = c.offset(i as isize * c_rs);
+                        for v in 0..NV {
+                            accs[i][v] = if MASKED {
+                                let ($mlp, $mlm) = (row.wrapping_add(v * L), masks[v]);
+                                $load_masked
+                            } else {
+                                let $lp = row.add(v * L);
+                                $load
+                            };
+                        }
+                    }
+                }
+                $(
+                    let kc = if !MASKED && $kloop::<MR, NV>(kc, a, a_rs, a_cs, b, b_rs, &mut accs) {
+                        0
+                    } else {
+                        kc
+                    };
+                )?
+                let (mut ap, mut bp) = (a, b);
+                for _ in 0..kc {
+                    let mut bv: [$vector; NV] = [$zero; NV];
+                    for v in 0..NV {
+                        bv[v] = if MASKED {
+                            let ($mlp, $mlm) = (bp.wrapping_add(v * L), masks[v]);
+                            $load_masked
+                        } else {
+                            let $lp = bp.add(v * L);
+                            $load
+                        };
+                    }
+                    for i in 0..MR {
+                        let off = if PACKED { i as isize } else { arow[i] };
+                        let av = {
+                            let $sx = *ap.offset(off);
+                            $splat
+                        };
+                        for v in 0..NV {
+                            let ($fa, $fb, $fc) = (av, bv[v], accs[i][v]);
+                            accs[i][v] = $mul_add;
+                        }
+                    }
+                    ap = ap.wrapping_offset(a_cs);
+                    bp = bp.wrapping_offset(b_rs);
+                }
+                for i in 0..MR {
+                    if MASKED && i >= m {
+                        continue;
+                    }
+                    let row = c.offset(i as isize * c_rs);
+                    for v in 0..NV {
+                        if MASKED {
+                            let ($msp, $msm, $msv) = (row.wrapping_add(v * L), masks[v], accs[i][v]);
+                            $store_masked;
+                        } else {
+                            let ($sp, $sv) = (row.add(v * L), accs[i][v]);
+                            $store;
+                        }
+                    }
+                }
+            }
+        }
+    };
+}
+
+pub(super) use vector_micro_kernels;
