@@ -31,7 +31,7 @@ pub use schedule::{ScheduleSource, SourceKind};
 use crate::codegen::{self, CodegenOptions, Kernel, OptLevel, peak};
 use crate::measure::{Task, tolerance};
 use crate::ops;
-use crate::runtime::{self, Target, ukernels};
+use crate::runtime::{self, Target, micro_kernels};
 use crate::schedule::{State, calls_micro_kernel};
 use crate::search::Suite;
 use crate::tir;
@@ -182,7 +182,7 @@ impl Bench {
         let peak_gflops = peak::f32x4_fma_peak_gflops(self.clock_ghz, threads);
         let native_isa = options.target.isa();
         let native_peak_gflops =
-            ukernels::peak_gflops_per_core(native_isa, self.clock_ghz) * threads as f64;
+            micro_kernels::peak_gflops_per_core(native_isa, self.clock_ghz) * threads as f64;
         Ok(BenchReport {
             label: None,
             op: op.name.to_string(),

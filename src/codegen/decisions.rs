@@ -68,7 +68,7 @@ fn outlined_bodies<'s>(s: &'s Stmt, out: &mut Vec<&'s Stmt>) {
                 outlined_bodies(o, out);
             }
         }
-        Stmt::Store { .. } | Stmt::Gemm(_) => {}
+        Stmt::Store { .. } | Stmt::MicroKernelCall(_) => {}
     }
 }
 

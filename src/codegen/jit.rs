@@ -18,9 +18,9 @@ use crate::tir::PrimFunc;
 use super::error::CodegenError;
 use super::kernel::{EntryFn, Kernel, KernelParam};
 use super::math::host_symbols;
+use super::micro_kernel_symbols::micro_kernel_symbols;
 use super::options::{CodegenOptions, OptLevel};
 use super::translate::define_kernel;
-use super::ukernel_symbols::ukernel_symbols;
 
 /// The host ISA with every feature the CPU has; `pic` for position-independent
 /// code (object files linked into PIE executables or shared libraries).
@@ -62,7 +62,7 @@ fn runtime_symbols(target: &Target) -> Vec<(&'static str, *const u8)> {
         ("tessera_free", tessera_free as *const u8),
     ];
     symbols.extend(host_symbols());
-    symbols.extend(ukernel_symbols(target));
+    symbols.extend(micro_kernel_symbols(target));
     symbols
 }
 

@@ -8,11 +8,11 @@ mod error;
 mod jit;
 mod kernel;
 pub(crate) mod math;
+mod micro_kernel_symbols;
 mod object;
 mod options;
 pub mod peak;
 mod translate;
-mod ukernel_symbols;
 
 pub use decisions::{BufferStorage, CodegenDecisions, VectorLoop, decisions};
 pub use error::{CodegenError, KernelError};

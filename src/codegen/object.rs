@@ -80,7 +80,7 @@ pub fn compile_object(
 ) -> Result<Vec<u8>, CodegenError> {
     let mut tensorized = false;
     func.body
-        .visit(&mut |s| tensorized |= matches!(s, crate::tir::Stmt::Gemm(_)));
+        .visit(&mut |s| tensorized |= matches!(s, crate::tir::Stmt::MicroKernelCall(_)));
     if tensorized {
         return Err(CodegenError::Unsupported(
             "a tensorized kernel calls tessera's Rust micro-kernels, which the C runtime of an object file does not provide; deploy it without --aot".into(),

@@ -44,8 +44,10 @@ pub struct Artifact {
     pub deployed_at: String,
     /// The micro-kernels the schedule calls (its `tensorize` steps); absent
     /// when it calls none.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub intrinsics: Vec<String>,
+    /// (The file says `intrinsics`, the name this field had when artifacts
+    /// were first written.)
+    #[serde(rename = "intrinsics", default, skip_serializing_if = "Vec::is_empty")]
+    pub micro_kernels: Vec<String>,
     /// The widest vector ISA those micro-kernels need (`avx512`, `avx2`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isa: Option<String>,
@@ -72,13 +74,13 @@ fn layout_rewrites_of(workload: &WorkloadInfo, steps: &[Step]) -> Vec<LayoutRewr
 }
 
 /// The micro-kernels `steps` call, in step order, each once.
-pub fn intrinsics_of(steps: &[Step]) -> Vec<String> {
+pub fn micro_kernels_of(steps: &[Step]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for step in steps {
-        if let Step::Tensorize { intrinsic, .. } = step
-            && !out.contains(intrinsic)
+        if let Step::Tensorize { kernel, .. } = step
+            && !out.contains(kernel)
         {
-            out.push(intrinsic.clone());
+            out.push(kernel.clone());
         }
     }
     out
@@ -88,10 +90,10 @@ impl Artifact {
     /// The artifact of `record`, the best of `trials` measured candidates.
     pub fn from_record(record: &TuningRecord, trials: usize) -> Option<Artifact> {
         let median_secs = record.result.median()?;
-        let intrinsics = intrinsics_of(&record.steps);
-        let isa = intrinsics
+        let micro_kernels = micro_kernels_of(&record.steps);
+        let isa = micro_kernels
             .iter()
-            .filter_map(|name| crate::runtime::ukernels::find(name))
+            .filter_map(|name| crate::runtime::micro_kernels::find(name))
             .map(|k| k.isa)
             .max()
             .map(|isa| isa.name().to_string());
@@ -107,7 +109,7 @@ impl Artifact {
             measured_at: record.result.timestamp,
             deployed_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
                 .to_string(),
-            intrinsics,
+            micro_kernels,
             isa,
             layout_rewrites: layout_rewrites_of(&record.workload, &record.steps),
         })

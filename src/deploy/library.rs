@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::codegen::{self, CodegenOptions, Kernel};
-use crate::runtime::ukernels;
+use crate::runtime::micro_kernels;
 use crate::runtime::{DeviceDescription, DeviceKey, Target, host_device};
 use crate::schedule::State;
 use crate::te::{ComputeDag, WorkloadKey};
@@ -51,7 +51,7 @@ pub enum FallbackReason {
         /// The artifact file.
         path: PathBuf,
         /// The micro-kernel.
-        intrinsic: String,
+        kernel: String,
         /// The ISA it needs.
         needs: String,
         /// The widest ISA this CPU runs (under the cap).
@@ -98,12 +98,12 @@ impl fmt::Display for FallbackReason {
             ),
             FallbackReason::MissingIsa {
                 path,
-                intrinsic,
+                kernel,
                 needs,
                 host,
             } => write!(
                 f,
-                "artifact {} calls micro-kernel {intrinsic}, which needs {needs}; this CPU runs up to {host} — tune on this machine for a tuned kernel",
+                "artifact {} calls micro-kernel {kernel}, which needs {needs}; this CPU runs up to {host} — tune on this machine for a tuned kernel",
                 path.display()
             ),
             FallbackReason::Corrupt { path, reason } => write!(
@@ -345,13 +345,13 @@ impl Library {
             ));
         }
         // Never compile a call of a kernel this CPU cannot execute.
-        for name in super::artifact::intrinsics_of(&artifact.steps) {
-            match ukernels::find(&name) {
+        for name in super::artifact::micro_kernels_of(&artifact.steps) {
+            match micro_kernels::find(&name) {
                 Some(k) if self.options.target.can_run(k) => {}
                 Some(k) => {
                     return Resolution::Fallback(FallbackReason::MissingIsa {
                         path,
-                        intrinsic: name,
+                        kernel: name,
                         needs: k.isa.name().to_string(),
                         host: self.options.target.isa().name().to_string(),
                     });

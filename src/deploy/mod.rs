@@ -18,7 +18,7 @@ mod verify_prepacked;
 pub use aot::{AOT_DIR, AotWorkload, aot_symbol, compile_deployed};
 pub use artifact::{
     ARTIFACT_SCHEMA, Artifact, INDEX_FILE, Index, IndexEntry, artifact_file_name, device_dir,
-    intrinsics_of, write_atomic,
+    micro_kernels_of, write_atomic,
 };
 pub use error::DeployError;
 pub use export::{

@@ -4,9 +4,9 @@
 
 mod buffer;
 mod device;
+pub mod micro_kernels;
 pub mod parallel;
 mod target;
-pub mod ukernels;
 
 pub use buffer::{BUFFER_ALIGN, BufferError, NdBuffer};
 pub use device::{CacheLevel, DeviceDescription, DeviceKey, host_device};

@@ -7,7 +7,7 @@ use std::sync::Once;
 use serde::{Deserialize, Serialize};
 
 use super::device::{DeviceDescription, host_device};
-use super::ukernels::{Isa, MicroKernel, all_kernels};
+use super::micro_kernels::{Isa, MicroKernel, all_kernels};
 
 /// The environment variable that caps the micro-kernel ISA
 /// (`generic|sse|avx2|avx512`), read by [`Target::from_env`].

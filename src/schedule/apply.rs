@@ -134,11 +134,11 @@ impl State {
             Step::Tensorize {
                 stage,
                 iter,
-                intrinsic,
+                kernel,
             } => {
                 let s = self.resolve_loop_stage(stage)?;
                 let it = self.resolve_iter(s, iter)?;
-                self.tensorize(s, it, intrinsic)
+                self.tensorize(s, it, kernel)
             }
         }
     }

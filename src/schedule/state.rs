@@ -63,13 +63,13 @@ pub enum ComputeAt {
 }
 
 /// A tensorized block: the loops from `iter` inward become one call of the
-/// micro-kernel `intrinsic`.
+/// micro-kernel `kernel`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tensorized {
     /// The block's outermost loop.
     pub iter: IterId,
     /// The micro-kernel's name.
-    pub intrinsic: String,
+    pub kernel: String,
 }
 
 /// Where a stage's buffer lives.
@@ -321,7 +321,7 @@ impl State {
                         let _ = write!(out, ",{}", it.annotation.name());
                     }
                     if let Some(t) = stage.tensorize.as_ref().filter(|t| t.iter == id) {
-                        let _ = write!(out, ",tensorize {}", t.intrinsic);
+                        let _ = write!(out, ",tensorize {}", t.kernel);
                     }
                     out.push(')');
                 }

@@ -132,8 +132,8 @@ pub enum Step {
     },
     /// Replaces the block of the stage's three innermost loops, from `iter`
     /// inward (two spatial loops and one reduction loop, in any order), by
-    /// one call of the GEMM micro-kernel `intrinsic` (`C[m×n] += A[m×kc]·B[kc×n]`,
-    /// see `runtime::ukernels`). The block must be an f32 multiply-accumulate
+    /// one call of the GEMM micro-kernel `kernel` (`C[m×n] += A[m×kc]·B[kc×n]`,
+    /// see `runtime::micro_kernels`). The block must be an f32 multiply-accumulate
     /// whose output and B operand are contiguous along the n loop; lowering
     /// checks the access pattern and says what does not match.
     Tensorize {
@@ -141,8 +141,10 @@ pub enum Step {
         stage: String,
         /// The outermost loop of the block: the third loop from the inside.
         iter: String,
-        /// The micro-kernel, e.g. `avx512_6x32`.
-        intrinsic: String,
+        /// The micro-kernel, e.g. `avx512_6x32` (`intrinsic` in JSON, the
+        /// name recorded schedules and logs use).
+        #[serde(rename = "intrinsic")]
+        kernel: String,
     },
 }
 
@@ -218,8 +220,8 @@ impl fmt::Display for Step {
             Step::Tensorize {
                 stage,
                 iter,
-                intrinsic,
-            } => write!(f, "tensorize {stage}.{iter} with {intrinsic}"),
+                kernel,
+            } => write!(f, "tensorize {stage}.{iter} with {kernel}"),
         }
     }
 }

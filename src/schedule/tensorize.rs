@@ -61,7 +61,7 @@ impl State {
         &mut self,
         stage: usize,
         iter: IterId,
-        intrinsic: &str,
+        kernel: &str,
     ) -> Result<(), StepErrorKind> {
         let s = &self.stages[stage];
         let error = |reason: String| StepErrorKind::Tensorize {
@@ -87,12 +87,12 @@ impl State {
             return Err(error("the stage is inlined".into()));
         }
         self.tensorize_block(stage, iter).map_err(error)?;
-        if intrinsic.is_empty() {
+        if kernel.is_empty() {
             return Err(error("no micro-kernel named".into()));
         }
         self.stages[stage].tensorize = Some(Tensorized {
             iter,
-            intrinsic: intrinsic.to_string(),
+            kernel: kernel.to_string(),
         });
         Ok(())
     }

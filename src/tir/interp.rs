@@ -80,11 +80,11 @@ enum Op {
         value: Node,
         body: Box<Op>,
     },
-    Gemm(Box<GemmOp>),
+    MicroKernelCall(Box<MicroKernelOp>),
 }
 
 /// A micro-kernel call, resolved.
-struct GemmOp {
+struct MicroKernelOp {
     /// Rows, columns, depth.
     counts: [Node; 3],
     /// A, B, C: buffer, offset, row stride, column stride.
@@ -149,14 +149,14 @@ fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
                 body: Box::new(compile(body, r)?),
             }
         }
-        Stmt::Gemm(call) => {
-            let operand = |o: &super::ir::GemmOperand| {
+        Stmt::MicroKernelCall(call) => {
+            let operand = |o: &super::ir::MicroKernelOperand| {
                 r.resolve(&o.offset)
                     .map(|offset| (o.buffer, offset, o.row_stride, o.col_stride))
                     .map_err(unresolved)
             };
             let count = |e: &crate::te::Expr| r.resolve(e).map_err(unresolved);
-            Op::Gemm(Box::new(GemmOp {
+            Op::MicroKernelCall(Box::new(MicroKernelOp {
                 counts: [
                     count(&call.counts[0])?,
                     count(&call.counts[1])?,
@@ -258,8 +258,8 @@ impl Machine<'_> {
                 self.env[*slot] = v.as_i64();
                 self.exec(body)?;
             }
-            Op::Gemm(op) => {
-                let GemmOp { counts, operands } = op.as_ref();
+            Op::MicroKernelCall(op) => {
+                let MicroKernelOp { counts, operands } = op.as_ref();
                 let mut c = [0i64; 3];
                 for (slot, node) in c.iter_mut().zip(counts) {
                     *slot = eval(node, &self.env, &self.buffers)
@@ -267,7 +267,7 @@ impl Machine<'_> {
                         .as_i64()
                         .max(0);
                 }
-                self.gemm(c[0], c[1], c[2], operands)?
+                self.micro_kernel_call(c[0], c[1], c[2], operands)?
             }
         }
         Ok(())
@@ -275,7 +275,7 @@ impl Machine<'_> {
 
     /// `C += A·B` element by element, in f32, k in order: the meaning of a
     /// micro-kernel call, checked against the buffers' bounds first.
-    fn gemm(
+    fn micro_kernel_call(
         &mut self,
         m: i64,
         n: i64,

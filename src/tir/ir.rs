@@ -79,10 +79,10 @@ impl ForKind {
     }
 }
 
-/// One operand of a [`GemmCall`]: element `(r, c)` is
+/// One operand of a [`MicroKernelCall`]: element `(r, c)` is
 /// `buffer[offset + r·row_stride + c·col_stride]` (flat, row-major index).
 #[derive(Clone, Debug)]
-pub struct GemmOperand {
+pub struct MicroKernelOperand {
     /// The buffer.
     pub buffer: BufferId,
     /// Flat index of element (0, 0); an `i64` expression of the enclosing loops.
@@ -96,8 +96,8 @@ pub struct GemmOperand {
 /// A call of a GEMM micro-kernel (a tensorized block):
 /// `C[m×n] += A[m×kc] · B[kc×n]`.
 #[derive(Clone, Debug)]
-pub struct GemmCall {
-    /// The micro-kernel (`runtime::ukernels` name).
+pub struct MicroKernelCall {
+    /// The micro-kernel (`runtime::micro_kernels` name).
     pub kernel: String,
     /// Rows of C and A in the block.
     pub m: i64,
@@ -110,16 +110,16 @@ pub struct GemmCall {
     /// divide (the kernel's edge tiles).
     pub counts: [Expr; 3],
     /// The broadcast operand, `m × kc`.
-    pub a: GemmOperand,
+    pub a: MicroKernelOperand,
     /// The vector operand, `kc × n`, contiguous along n.
-    pub b: GemmOperand,
+    pub b: MicroKernelOperand,
     /// The accumulator, `m × n`, contiguous along n.
-    pub c: GemmOperand,
+    pub c: MicroKernelOperand,
 }
 
-impl GemmCall {
+impl MicroKernelCall {
     /// The operands, A, B, C.
-    pub fn operands(&self) -> [&GemmOperand; 3] {
+    pub fn operands(&self) -> [&MicroKernelOperand; 3] {
         [&self.a, &self.b, &self.c]
     }
 
@@ -172,8 +172,8 @@ pub enum Stmt {
         /// Where it is used.
         body: Box<Stmt>,
     },
-    /// A micro-kernel call (see [`GemmCall`]).
-    Gemm(Box<GemmCall>),
+    /// A micro-kernel call (see [`MicroKernelCall`]).
+    MicroKernelCall(Box<MicroKernelCall>),
     /// `let var = value in body`
     Let {
         /// The bound variable.
@@ -207,7 +207,7 @@ impl Stmt {
                     o.visit(f);
                 }
             }
-            Stmt::Store { .. } | Stmt::Gemm(_) => {}
+            Stmt::Store { .. } | Stmt::MicroKernelCall(_) => {}
         }
     }
 
@@ -221,7 +221,7 @@ impl Stmt {
             }
             Stmt::IfThenElse { cond, .. } => f(cond),
             Stmt::Let { value, .. } => f(value),
-            Stmt::Gemm(call) => call.exprs().into_iter().for_each(&mut *f),
+            Stmt::MicroKernelCall(call) => call.exprs().into_iter().for_each(&mut *f),
             _ => {}
         });
     }

@@ -9,7 +9,9 @@ mod printer;
 pub mod simplify;
 
 pub use interp::{TirInterpError, run};
-pub use ir::{Buffer, BufferId, ForKind, GemmCall, GemmOperand, MemScope, PrimFunc, Stmt};
+pub use ir::{
+    Buffer, BufferId, ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PrimFunc, Stmt,
+};
 pub use lower::{
     AfterPass, LOWERING_PASSES, LowerError, Pass, lower, lower_traced, lower_unsimplified,
 };

@@ -22,7 +22,7 @@ fn steps(s: &Stmt) -> u64 {
         Stmt::Seq(items) => items.iter().map(steps).fold(0, u64::saturating_add),
         Stmt::Store { .. } => 1,
         // One multiply-accumulate per (i, j, k), as the loops it replaces.
-        Stmt::Gemm(call) => (call.m * call.n * call.kc).max(1) as u64,
+        Stmt::MicroKernelCall(call) => (call.m * call.n * call.kc).max(1) as u64,
         Stmt::IfThenElse {
             then, otherwise, ..
         } => steps(then).max(otherwise.as_deref().map_or(0, steps)),
@@ -59,7 +59,7 @@ pub fn mark_auto_unroll(s: &mut Stmt, max_steps: &HashMap<u64, u32>) {
             }
         }
         Stmt::Allocate { body, .. } | Stmt::Let { body, .. } => mark_auto_unroll(body, max_steps),
-        Stmt::Store { .. } | Stmt::Gemm(_) => {}
+        Stmt::Store { .. } | Stmt::MicroKernelCall(_) => {}
     }
 }
 
@@ -91,14 +91,14 @@ pub fn map_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
             var,
             body,
         },
-        Stmt::Gemm(mut call) => {
+        Stmt::MicroKernelCall(mut call) => {
             for operand in [&mut call.a, &mut call.b, &mut call.c] {
                 operand.offset = f(&operand.offset);
             }
             for count in call.counts.iter_mut() {
                 *count = f(count);
             }
-            return Stmt::Gemm(call);
+            return Stmt::MicroKernelCall(call);
         }
         other => other,
     };
@@ -138,7 +138,7 @@ pub fn map_children(s: Stmt, f: &mut dyn FnMut(Stmt) -> Stmt) -> Stmt {
             value,
             body: Box::new(f(*body)),
         },
-        leaf @ (Stmt::Store { .. } | Stmt::Gemm(_)) => leaf,
+        leaf @ (Stmt::Store { .. } | Stmt::MicroKernelCall(_)) => leaf,
     }
 }
 

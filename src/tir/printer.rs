@@ -66,8 +66,8 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
             writeln!(out, "{pad}let {} = {value}", var.name())?;
             write_stmt(out, f, body, depth)
         }
-        Stmt::Gemm(call) => {
-            let operand = |o: &super::ir::GemmOperand| {
+        Stmt::MicroKernelCall(call) => {
+            let operand = |o: &super::ir::MicroKernelOperand| {
                 format!(
                     "{}[{} + r*{} + c*{}]",
                     f.buffers[o.buffer].name, o.offset, o.row_stride, o.col_stride
@@ -76,7 +76,7 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
             let [m, n, kc] = &call.counts;
             writeln!(
                 out,
-                "{pad}{} += {} @ {}  // gemm {} {}x{}x{} m={m} n={n} kc={kc}",
+                "{pad}{} += {} @ {}  // micro-kernel {} {}x{}x{} m={m} n={n} kc={kc}",
                 operand(&call.c),
                 operand(&call.a),
                 operand(&call.b),

@@ -148,7 +148,7 @@ fn tensorized_matmul(shape: &str, rows: i64) -> State {
 fn a_tensorized_store_says_so_with_its_kernel_and_block() {
     // The kernel is in the registry whether or not this CPU may run it;
     // features do not need to run it.
-    let kernel = tessera::runtime::ukernels::find("avx512_8x32").expect("compiled in");
+    let kernel = tessera::runtime::micro_kernels::find("avx512_8x32").expect("compiled in");
     assert_eq!((kernel.mr, kernel.nr), (8, 32));
     // M=48, N=64, K=40: column panels i1.0 (2, parallel) × row blocks i0.0
     // (6) around one call each of the 8×32×40 block, the whole K deep.

@@ -1,4 +1,4 @@
-//! Tensorize: the hand-written GEMM micro-kernels (`runtime::ukernels`) and
+//! Tensorize: the hand-written GEMM micro-kernels (`runtime::micro_kernels`) and
 //! the schedule step that replaces a loop block by a call of one: random
 //! tiles around every kernel against the reference, through the IR
 //! interpreter and the JIT; blocks that do not match are typed errors.
@@ -6,7 +6,7 @@
 use crate::common;
 
 use tessera::runtime::Target;
-use tessera::runtime::ukernels::{self, Isa, MicroKernel, UkernelError};
+use tessera::runtime::micro_kernels::{self, Isa, MicroKernel, UkernelError};
 
 // --- shared helpers ---
 
@@ -68,8 +68,8 @@ fn n_values(nr: usize, lanes: usize) -> Vec<usize> {
 }
 
 /// One micro-kernel case: builds A, B (padding poisoned with NaN) and a
-/// guarded C, runs the kernel through `ukernels::run` and compares with
-/// `ukernels::reference`; checks that nothing outside the m×n region of C
+/// guarded C, runs the kernel through `micro_kernels::run` and compares with
+/// `micro_kernels::reference`; checks that nothing outside the m×n region of C
 /// changed.
 #[allow(clippy::too_many_arguments)]
 fn check_case(
@@ -112,7 +112,7 @@ fn check_case(
         }
     }
     let mut want = c.clone();
-    ukernels::reference(
+    micro_kernels::reference(
         kc,
         &a,
         a_rs,
@@ -136,7 +136,7 @@ fn check_case(
     };
     // The region's exact extent, so `run`'s length check is tight.
     let region_end = C_GUARD + (m - 1) * c_rs + n;
-    ukernels::run(
+    micro_kernels::run(
         &host(),
         k,
         kc,
@@ -212,14 +212,16 @@ fn micro_kernel_kc0_overwrite_writes_zeros() {
     for k in host().kernels() {
         let (m, n) = (k.mr, k.nr);
         let mut c = vec![7.0f32; m * n];
-        ukernels::run(&host(), k, 0, &[], 1, k.mr, &[], n, &mut c, n, m, n, false).expect("runs");
+        micro_kernels::run(&host(), k, 0, &[], 1, k.mr, &[], n, &mut c, n, m, n, false)
+            .expect("runs");
         assert!(
             c.iter().all(|&x| x == 0.0),
             "{}: kc=0 must write zeros",
             k.name
         );
         let mut c = vec![7.0f32; m * n];
-        ukernels::run(&host(), k, 0, &[], 1, k.mr, &[], n, &mut c, n, m, n, true).expect("runs");
+        micro_kernels::run(&host(), k, 0, &[], 1, k.mr, &[], n, &mut c, n, m, n, true)
+            .expect("runs");
         assert!(
             c.iter().all(|&x| x == 7.0),
             "{}: kc=0 accumulate keeps C",
@@ -230,7 +232,7 @@ fn micro_kernel_kc0_overwrite_writes_zeros() {
 
 #[test]
 fn micro_kernel_registry_is_consistent() {
-    let all = ukernels::all_kernels();
+    let all = micro_kernels::all_kernels();
     let mut names: Vec<_> = all.iter().map(|k| k.name).collect();
     names.sort_unstable();
     names.dedup();
@@ -238,19 +240,19 @@ fn micro_kernel_registry_is_consistent() {
     for k in all {
         assert_eq!(k.name, format!("{}_{}x{}", k.isa.name(), k.mr, k.nr));
         assert_eq!(k.nr % k.isa.lanes(), 0, "{}: NR is whole vectors", k.name);
-        let found = ukernels::find(k.name).expect("find by name");
+        let found = micro_kernels::find(k.name).expect("find by name");
         assert_eq!(found.name, k.name);
         assert_eq!(host().can_run(k), k.isa <= host().isa());
     }
-    assert!(ukernels::find("generic_4x4").is_some());
-    assert!(ukernels::find("no_such_kernel").is_none());
+    assert!(micro_kernels::find("generic_4x4").is_some());
+    assert!(micro_kernels::find("no_such_kernel").is_none());
     for isa in Isa::ALL {
         assert_eq!(Isa::from_name(isa.name()), Some(isa));
     }
     assert_eq!(Isa::from_name("AVX512"), Some(Isa::Avx512));
     assert_eq!(Isa::from_name("neon"), None);
     assert!(Isa::Generic < Isa::Sse && Isa::Sse < Isa::Avx2Fma && Isa::Avx2Fma < Isa::Avx512);
-    let peak = ukernels::peak_gflops_per_core(Isa::Avx512, 2.5);
+    let peak = micro_kernels::peak_gflops_per_core(Isa::Avx512, 2.5);
     assert!((peak - 2.5 * 2.0 * 16.0 * 2.0).abs() < 1e-9);
     #[cfg(target_arch = "x86_64")]
     {
@@ -260,7 +262,7 @@ fn micro_kernel_registry_is_consistent() {
         if std::arch::is_x86_feature_detected!("avx512f") {
             assert_eq!(uncapped.isa(), Isa::Avx512);
             assert!(
-                ukernels::find("avx512_6x32").is_some_and(|k| uncapped.can_run(k)),
+                micro_kernels::find("avx512_6x32").is_some_and(|k| uncapped.can_run(k)),
                 "the fingerprint's ISA flags agree with the CPU's"
             );
         }
@@ -275,10 +277,10 @@ fn micro_kernel_registry_is_consistent() {
             "avx2_4x24",
             "avx2_8x8",
         ] {
-            assert!(ukernels::find(name).is_some(), "{name} compiled in");
+            assert!(micro_kernels::find(name).is_some(), "{name} compiled in");
         }
         for name in ["avx512_6x32", "avx512_8x32", "avx512_12x16", "avx512_4x64"] {
-            assert!(ukernels::find(name).is_some(), "{name} compiled in");
+            assert!(micro_kernels::find(name).is_some(), "{name} compiled in");
         }
     }
 }
@@ -298,11 +300,11 @@ fn micro_kernel_isa_cap_forces_fallback() {
     assert!(avail.iter().any(|k| k.name == "generic_4x4"));
     #[cfg(target_arch = "x86_64")]
     {
-        let k = ukernels::find("avx512_6x32").expect("compiled in");
+        let k = micro_kernels::find("avx512_6x32").expect("compiled in");
         assert!(!sse_target.can_run(k));
         let (a, b) = (vec![1.0f32; 6], vec![1.0f32; 32]);
         let mut c = vec![0.0f32; 6 * 32];
-        let err = ukernels::run(
+        let err = micro_kernels::run(
             &sse_target,
             k,
             1,
@@ -332,8 +334,9 @@ fn micro_kernel_isa_cap_forces_fallback() {
         );
         assert!(c.iter().all(|&x| x == 0.0), "refused call writes nothing");
         // The SSE kernel still runs.
-        let sse = ukernels::find("sse_4x8").expect("compiled in");
-        ukernels::run(&sse_target, sse, 1, &a, 1, 4, &b, 8, &mut c, 8, 4, 8, false).expect("runs");
+        let sse = micro_kernels::find("sse_4x8").expect("compiled in");
+        micro_kernels::run(&sse_target, sse, 1, &a, 1, 4, &b, 8, &mut c, 8, 4, 8, false)
+            .expect("runs");
         assert_eq!(c[0], 1.0);
     }
     let generic = sse_target.with_isa_cap(Isa::Generic);
@@ -360,8 +363,8 @@ fn micro_kernel_env_override_child() {
     assert!(target.kernels().iter().all(|k| k.isa <= Isa::Sse));
     #[cfg(target_arch = "x86_64")]
     {
-        let k = ukernels::find("avx2_6x16").expect("compiled in");
-        let err = ukernels::run(
+        let k = micro_kernels::find("avx2_6x16").expect("compiled in");
+        let err = micro_kernels::run(
             &target,
             k,
             0,
@@ -417,7 +420,7 @@ fn micro_kernel_unused_strides_may_be_huge() {
         let b: Vec<f32> = (0..nr).map(|_| rng.next_f32()).collect();
         // kc = 1, full tile, packed A (a_rs = 1): a_cs and b_rs unused.
         let mut c = vec![0.0f32; mr * nr];
-        ukernels::run(
+        micro_kernels::run(
             &host(),
             k,
             1,
@@ -440,7 +443,7 @@ fn micro_kernel_unused_strides_may_be_huge() {
         }
         // m = 1: a_rs and c_rs unused.
         let mut c = vec![0.0f32; nr];
-        ukernels::run(
+        micro_kernels::run(
             &host(),
             k,
             1,
@@ -464,17 +467,17 @@ fn micro_kernel_unused_strides_may_be_huge() {
 
 #[test]
 fn micro_kernel_run_rejects_bad_regions() {
-    let k = ukernels::find("generic_4x4").expect("compiled in");
+    let k = micro_kernels::find("generic_4x4").expect("compiled in");
     let (m, n, kc) = (4usize, 4usize, 5usize);
     let a = vec![1.0f32; m * kc];
     let b = vec![1.0f32; kc * n];
     let mut c = vec![0.0f32; m * n];
     // Row-major A (a_rs = kc), B with b_rs = n, C with c_rs = n: exact fits.
-    ukernels::run(&host(), k, kc, &a, kc, 1, &b, n, &mut c, n, m, n, false)
+    micro_kernels::run(&host(), k, kc, &a, kc, 1, &b, n, &mut c, n, m, n, false)
         .expect("exact fit runs");
     assert!(c.iter().all(|&x| x == kc as f32));
 
-    let err = ukernels::run(
+    let err = micro_kernels::run(
         &host(),
         k,
         kc,
@@ -496,7 +499,7 @@ fn micro_kernel_run_rejects_bad_regions() {
     );
     assert!(err.to_string().contains("operand A"));
 
-    let err = ukernels::run(
+    let err = micro_kernels::run(
         &host(),
         k,
         kc,
@@ -518,7 +521,7 @@ fn micro_kernel_run_rejects_bad_regions() {
     );
 
     let len = c.len() - 1;
-    let err = ukernels::run(
+    let err = micro_kernels::run(
         &host(),
         k,
         kc,
@@ -540,7 +543,7 @@ fn micro_kernel_run_rejects_bad_regions() {
     );
 
     // Strides that overflow the address computation are rejected, not wrapped.
-    let err = ukernels::run(
+    let err = micro_kernels::run(
         &host(),
         k,
         kc,
@@ -561,17 +564,17 @@ fn micro_kernel_run_rejects_bad_regions() {
         "{err}"
     );
 
-    let err = ukernels::run(&host(), k, kc, &a, kc, 1, &b, n, &mut c, n, m + 1, n, false)
+    let err = micro_kernels::run(&host(), k, kc, &a, kc, 1, &b, n, &mut c, n, m + 1, n, false)
         .expect_err("m > MR");
     assert!(matches!(err, UkernelError::TileTooLarge { .. }), "{err}");
 
-    let err = ukernels::run(&host(), k, kc, &a, kc, 1, &b, n, &mut c, n - 1, m, n, false)
+    let err = micro_kernels::run(&host(), k, kc, &a, kc, 1, &b, n, &mut c, n - 1, m, n, false)
         .expect_err("overlapping C rows");
     assert!(matches!(err, UkernelError::OverlappingRows { .. }), "{err}");
 
     // Empty regions are fine with empty slices.
-    ukernels::run(&host(), k, kc, &[], kc, 1, &[], n, &mut [], n, 0, n, false).expect("m = 0");
-    ukernels::run(&host(), k, kc, &[], kc, 1, &[], n, &mut [], n, m, 0, false).expect("n = 0");
+    micro_kernels::run(&host(), k, kc, &[], kc, 1, &[], n, &mut [], n, 0, n, false).expect("m = 0");
+    micro_kernels::run(&host(), k, kc, &[], kc, 1, &[], n, &mut [], n, m, 0, false).expect("n = 0");
 }
 
 // --- the tensorize step ---
@@ -599,7 +602,7 @@ fn check_tensorized(target: &Target, label: &str, dag: &ComputeDag, steps: &[Ste
     let func = tir::lower(&state).unwrap_or_else(|e| panic!("{label}: lowering: {e}"));
     let mut calls = 0;
     func.body
-        .visit(&mut |s| calls += usize::from(matches!(s, Stmt::Gemm(_))));
+        .visit(&mut |s| calls += usize::from(matches!(s, Stmt::MicroKernelCall(_))));
     assert_eq!(calls, 1, "{label}: one call in\n{func}");
     let inputs = random_inputs(dag, 11);
     let want = reference(dag, &inputs);
@@ -969,7 +972,7 @@ fn a_deployed_tensorized_artifact_names_its_kernel_and_falls_back_where_the_isa_
     let report = tessera::deploy::deploy(&db, host_device(), &options).expect("deployed");
     let file = report.workloads[0].file.clone().expect("artifact");
     let artifact = tessera::deploy::Artifact::read(&file).expect("artifact");
-    assert_eq!(artifact.intrinsics, vec![wide.name.to_string()]);
+    assert_eq!(artifact.micro_kernels, vec![wide.name.to_string()]);
     assert_eq!(artifact.isa.as_deref(), Some(wide.isa.name()));
 
     let inputs = random_inputs(task.dag(), 4);

@@ -121,7 +121,7 @@ pub(crate) fn allocations(s: &Stmt, in_parallel: bool, out: &mut Vec<(BufferId, 
                 allocations(o, in_parallel, out);
             }
         }
-        Stmt::Store { .. } | Stmt::Gemm(_) => {}
+        Stmt::Store { .. } | Stmt::MicroKernelCall(_) => {}
     }
 }
 
@@ -176,7 +176,9 @@ fn promotable(body: &Stmt, buffer: BufferId, handle: &Tensor, in_parallel: bool)
             buffer: b, indices, ..
         } if *b == buffer => stores_ok &= indices.iter().all(constant),
         // A micro-kernel takes the buffer's address.
-        Stmt::Gemm(call) if call.operands().iter().any(|o| o.buffer == buffer) => stores_ok = false,
+        Stmt::MicroKernelCall(call) if call.operands().iter().any(|o| o.buffer == buffer) => {
+            stores_ok = false
+        }
         _ => {}
     });
     body.visit_exprs(&mut check_reads);

@@ -3,8 +3,8 @@
 
 mod entry;
 mod expr;
-mod gemm;
 pub(crate) mod memory;
+mod micro_kernel_call;
 mod parallel;
 mod value;
 pub(crate) mod vector;
@@ -226,7 +226,7 @@ impl<'a, 's, 'm> FnTranslator<'a, 's, 'm> {
                 self.env.remove(&var.id());
                 Ok(())
             }
-            Stmt::Gemm(call) => self.gemm(call),
+            Stmt::MicroKernelCall(call) => self.micro_kernel_call(call),
         }
     }
 

@@ -8,7 +8,7 @@
 //! first) the access type, bytes, distinct bytes, cache lines, reuse type
 //! and distance, and the stride of the innermost loop; plus allocation and
 //! arithmetic-intensity features. A store that is a micro-kernel call (a
-//! tensorized block, `Stmt::Gemm`) is described as the loop nest it
+//! tensorized block, `Stmt::MicroKernelCall`) is described as the loop nest it
 //! replaces and is marked as such: `tensorized`, the kernel ISA's vector
 //! width, its `mr × nr` register tile, the block depth `kc`, how much of
 //! the tile the block fills, and how many calls execute (all zero for an
@@ -25,7 +25,7 @@ mod access;
 mod ops;
 mod walk;
 
-pub use walk::{StoreSummary, UkernelCall, summarize};
+pub use walk::{MicroKernelFeatures, StoreSummary, summarize};
 
 use crate::schedule::State;
 use crate::tir::{self, ForKind, PrimFunc};
@@ -328,7 +328,7 @@ pub fn store_features(s: &StoreSummary) -> Vec<f32> {
         slog(s.alloc_bytes),
         s.accesses.len() as f32,
     ]);
-    match &s.ukernel {
+    match &s.micro_kernel {
         Some(k) => out.extend([
             1.0,
             slog(k.vector_bits),

@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::runtime::ukernels::{self, Isa};
+use crate::runtime::micro_kernels::{self, Isa};
 use crate::te::{Expr, ExprKind, IterKind, Var};
-use crate::tir::{ForKind, GemmCall, GemmOperand, MemScope, PrimFunc, Stmt};
+use crate::tir::{ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PrimFunc, Stmt};
 
 use super::access::{AccessFeatures, AccessKind, LoopInfo, analyse, flat_offset};
 use super::ops::OpCounts;
@@ -42,13 +42,13 @@ pub struct StoreSummary {
     /// The accesses, most cache lines first.
     pub(crate) accesses: Vec<AccessFeatures>,
     /// The micro-kernel call this store stands for, if it is one.
-    pub ukernel: Option<UkernelCall>,
+    pub micro_kernel: Option<MicroKernelFeatures>,
 }
 
-/// What a tensorized store (a [`GemmCall`]) says beyond the loop nest it
+/// What a tensorized store (a [`MicroKernelCall`]) says beyond the loop nest it
 /// is described as: the kernel and how the block fills its tile.
 #[derive(Clone, Debug, PartialEq)]
-pub struct UkernelCall {
+pub struct MicroKernelFeatures {
     /// The kernel's name, e.g. `avx512_8x32`.
     pub kernel: String,
     /// Width of the kernel ISA's vector registers in bits (32 for the
@@ -68,7 +68,7 @@ pub struct UkernelCall {
     pub calls: f64,
 }
 
-impl UkernelCall {
+impl MicroKernelFeatures {
     /// The fraction of the kernel's `mr × nr` tile the `m × n` block fills
     /// (0 if the tile is unknown).
     pub fn tile_fill(&self) -> f64 {
@@ -86,7 +86,7 @@ impl UkernelCall {
 /// its `<isa>_<MR>x<NR>` name, so features do not depend on the machine
 /// that extracts them.
 fn kernel_shape(name: &str) -> Option<(Isa, usize, usize)> {
-    if let Some(k) = ukernels::find(name) {
+    if let Some(k) = micro_kernels::find(name) {
         return Some((k.isa, k.mr, k.nr));
     }
     let (isa, tile) = name.rsplit_once('_')?;
@@ -183,18 +183,18 @@ impl Walker<'_> {
                 indices,
                 value,
             } => self.store(*buffer, indices, value),
-            Stmt::Gemm(call) => self.gemm(call),
+            Stmt::MicroKernelCall(call) => self.micro_kernel_call(call),
         }
     }
 
     /// A micro-kernel call described as the loop nest it replaces: m and k
     /// serial, n vectorized, `C[i, j] += A[i, k] · B[k, j]` through the
     /// operands' strides.
-    /// The store is marked with the kernel and its block ([`UkernelCall`]).
-    fn gemm(&mut self, call: &GemmCall) {
+    /// The store is marked with the kernel and its block ([`MicroKernelFeatures`]).
+    fn micro_kernel_call(&mut self, call: &MicroKernelCall) {
         let calls: f64 = self.loops.iter().map(|l| l.info.extent).product();
         let shape = kernel_shape(&call.kernel);
-        let ukernel = UkernelCall {
+        let micro_kernel = MicroKernelFeatures {
             kernel: call.kernel.clone(),
             vector_bits: shape.map_or(0.0, |(isa, _, _)| vector_bits(isa) as f64),
             mr: shape.map_or(0.0, |(_, mr, _)| mr as f64),
@@ -224,7 +224,7 @@ impl Walker<'_> {
         let [m, k, n] = vars.map(|v| v.expr());
         // A flat index as the last index of the buffer's rank (the others 0),
         // which is the same row-major offset.
-        let indices = |o: &GemmOperand, row: &Expr, col: &Expr| -> Vec<Expr> {
+        let indices = |o: &MicroKernelOperand, row: &Expr, col: &Expr| -> Vec<Expr> {
             let rank = self.func.buffers[o.buffer].shape.len().max(1);
             let flat = o.offset.clone()
                 + row.clone() * Expr::i64(o.row_stride)
@@ -233,7 +233,8 @@ impl Walker<'_> {
             idx.push(flat);
             idx
         };
-        let read = |o: &GemmOperand, idx: Vec<Expr>| self.func.buffers[o.buffer].handle.at(idx);
+        let read =
+            |o: &MicroKernelOperand, idx: Vec<Expr>| self.func.buffers[o.buffer].handle.at(idx);
         let c_idx = indices(&call.c, &m, &n);
         let value = read(&call.c, c_idx.clone())
             + read(&call.a, indices(&call.a, &m, &k)) * read(&call.b, indices(&call.b, &k, &n));
@@ -242,7 +243,7 @@ impl Walker<'_> {
         if self.out.len() > before
             && let Some(s) = self.out.last_mut()
         {
-            s.ukernel = Some(ukernel);
+            s.micro_kernel = Some(micro_kernel);
         }
         for _ in 0..3 {
             self.loops.pop();
@@ -313,7 +314,7 @@ impl Walker<'_> {
                 0.0
             },
             accesses,
-            ukernel: None,
+            micro_kernel: None,
         });
     }
 }
@@ -325,7 +326,7 @@ mod tests {
     #[test]
     fn kernel_shapes_come_from_the_registry_or_the_name() {
         // The portable kernel is in every build.
-        let generic = ukernels::all_kernels()
+        let generic = micro_kernels::all_kernels()
             .iter()
             .find(|k| k.isa == Isa::Generic)
             .expect("a portable kernel");
@@ -346,7 +347,7 @@ mod tests {
 
     #[test]
     fn tile_fill_is_the_blocks_share_of_the_tile() {
-        let call = |m: f64, n: f64, mr: f64, nr: f64| UkernelCall {
+        let call = |m: f64, n: f64, mr: f64, nr: f64| MicroKernelFeatures {
             kernel: "k".into(),
             vector_bits: 512.0,
             mr,

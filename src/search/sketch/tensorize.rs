@@ -13,7 +13,7 @@
 
 use crate::arith::Affine;
 use crate::runtime::Target;
-use crate::runtime::ukernels::MicroKernel;
+use crate::runtime::micro_kernels::MicroKernel;
 use crate::schedule::Step;
 use crate::te::{BinOp, ComputeOp, DType, ExprKind, Var};
 
@@ -245,7 +245,7 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
             steps.push(SketchStep::Fixed(Step::Tensorize {
                 stage: computed.clone(),
                 iter: format!("{k}.1"),
-                intrinsic: kernel.name.to_string(),
+                kernel: kernel.name.to_string(),
             }));
             let mut sites = vec![site(&host_stage, true, true, false)];
             let mut packing = None;

@@ -1,5 +1,5 @@
 //! Lowering a tensorized block: the stage's three innermost loops and their
-//! multiply-accumulate become one [`GemmCall`]. The access pattern is checked
+//! multiply-accumulate become one [`MicroKernelCall`]. The access pattern is checked
 //! here, where the buffers are known: the output and B must be contiguous
 //! along the n loop, A must not depend on n nor B on m, every index must be
 //! affine in the block's loops, and the block must fit the micro-kernel.
@@ -7,11 +7,11 @@
 use std::collections::HashMap;
 
 use crate::arith::Affine;
-use crate::runtime::ukernels;
+use crate::runtime::micro_kernels;
 use crate::schedule::{IterId, TENSORIZE_BLOCK, Tensorized};
 use crate::te::{BinOp, CmpOp, DType, Expr, ExprKind, IterKind, Var, max, min};
 
-use super::super::ir::{BufferId, GemmCall, GemmOperand, Stmt};
+use super::super::ir::{BufferId, MicroKernelCall, MicroKernelOperand, Stmt};
 use super::{LowerError, Lowering};
 
 /// `residual + Σ coefs[v]·block_var[v]`, the residual free of block variables.
@@ -101,15 +101,15 @@ impl Lowering<'_> {
     ) -> Result<Stmt, LowerError> {
         let stage = &self.state.stages()[index];
         let err = |reason: String| self.tensorize_error(index, reason);
-        let intrinsic = stage
+        let name = stage
             .tensorize
             .as_ref()
-            .map(|t| t.intrinsic.clone())
+            .map(|t| t.kernel.clone())
             .unwrap_or_default();
-        let kernel = ukernels::find(&intrinsic).ok_or_else(|| {
+        let kernel = micro_kernels::find(&name).ok_or_else(|| {
             err(format!(
-                "no micro-kernel '{intrinsic}' (known: {})",
-                ukernels::all_kernels()
+                "no micro-kernel '{name}' (known: {})",
+                micro_kernels::all_kernels()
                     .iter()
                     .map(|k| k.name)
                     .collect::<Vec<_>>()
@@ -209,13 +209,13 @@ impl Lowering<'_> {
             )));
         }
         let operand =
-            |buffer: BufferId, f: BlockForm, row: usize, col: Option<usize>| GemmOperand {
+            |buffer: BufferId, f: BlockForm, row: usize, col: Option<usize>| MicroKernelOperand {
                 buffer,
                 offset: f.residual.clone(),
                 row_stride: f.coefs[row],
                 col_stride: col.map_or(1, |c| f.coefs[c]),
             };
-        let call = GemmCall {
+        let call = MicroKernelCall {
             kernel: kernel.name.to_string(),
             m,
             n,
@@ -229,7 +229,7 @@ impl Lowering<'_> {
             b: operand(bb, bf, roles.k, None),
             c: operand(buffer, c, roles.m, None),
         };
-        let stmt = Stmt::Gemm(Box::new(call));
+        let stmt = Stmt::MicroKernelCall(Box::new(call));
         Ok(match outside.into_iter().reduce(|a, b| a & b) {
             Some(cond) => Stmt::IfThenElse {
                 cond,

@@ -1,7 +1,7 @@
-//! The f32 GEMM micro-kernels (`runtime::ukernels`) on one core: every
+//! The f32 GEMM micro-kernels (`runtime::micro_kernels`) on one core: every
 //! kernel this CPU can run, full `MR×NR` tiles, packed A (`a_rs = 1,
 //! a_cs = MR`) and B (`b_rs = NR`) panels, kc = 256, C in L1, accumulating,
-//! many calls a timing. `cargo bench --bench ukernels` prints a table of
+//! many calls a timing. `cargo bench --bench micro_kernels` prints a table of
 //! GFLOP/s (median of several timed repeats) and the fraction of that ISA's
 //! FMA peak per core, from the clock measured in the same run; then runs
 //! the same calls as one criterion group.
@@ -12,7 +12,7 @@ use std::time::Instant;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use tessera::codegen::peak;
 use tessera::runtime::Target;
-use tessera::runtime::ukernels::{self, MicroKernel};
+use tessera::runtime::micro_kernels::{self, MicroKernel};
 
 const KC: usize = 256;
 const REPEATS: usize = 11;
@@ -46,7 +46,7 @@ impl Panels {
         let (mr, nr) = (k.mr as i64, k.nr as i64);
         for _ in 0..calls {
             // SAFETY: `k` is available on this host (checked by the caller
-            // through `ukernels::run`), the panels hold exactly the full
+            // through `micro_kernels::run`), the panels hold exactly the full
             // MR×KC / KC×NR / MR×NR regions with these strides.
             unsafe {
                 (k.func)(
@@ -77,7 +77,7 @@ fn flops_per_call(k: &MicroKernel) -> f64 {
 fn gflops(target: &Target, k: &MicroKernel) -> (f64, f64) {
     let mut panels = Panels::new(k);
     // One checked call: the kernel is available and the panels fit.
-    ukernels::run(
+    micro_kernels::run(
         target,
         k,
         KC,
@@ -109,7 +109,9 @@ fn gflops(target: &Target, k: &MicroKernel) -> (f64, f64) {
 fn print_table() {
     let target = Target::from_env();
     if cfg!(debug_assertions) {
-        eprintln!("warning: ukernels bench built without optimisations; times are meaningless");
+        eprintln!(
+            "warning: micro_kernels bench built without optimisations; times are meaningless"
+        );
     }
     let clock = match peak::measure_clock_ghz() {
         Ok(ghz) => ghz,
@@ -129,7 +131,7 @@ fn print_table() {
     );
     for k in target.kernels() {
         let (median, best) = gflops(&target, k);
-        let peak = ukernels::peak_gflops_per_core(k.isa, clock);
+        let peak = micro_kernels::peak_gflops_per_core(k.isa, clock);
         println!(
             "{:<14} {:<8} {:>7} {:>9.2} {:>11.2} {:>7.1}% {:>9.2} {:>7.1}%",
             k.name,
@@ -145,12 +147,12 @@ fn print_table() {
     println!(
         "GFLOP/s: median of {REPEATS} repeats; best: the fastest. \
          peak/core = clock × {} FMA/cycle × lanes × 2 flops (SSE: mul + add pipes)\n",
-        ukernels::FMA_PER_CYCLE
+        micro_kernels::FMA_PER_CYCLE
     );
 }
 
 fn ukernels_group(c: &mut Criterion) {
-    let mut group = c.benchmark_group("ukernels");
+    let mut group = c.benchmark_group("micro_kernels");
     group.sample_size(10);
     group.warm_up_time(std::time::Duration::from_millis(300));
     group.measurement_time(std::time::Duration::from_secs(1));

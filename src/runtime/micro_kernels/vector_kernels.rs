@@ -72,10 +72,10 @@ macro_rules! vector_micro_kernels {
         )*
 
         #[doc = concat!("The ", $isa_name, " kernels.")]
-        pub(super) fn kernels() -> Vec<$crate::runtime::ukernels::MicroKernel> {
-            vec![$($crate::runtime::ukernels::MicroKernel {
+        pub(super) fn kernels() -> Vec<$crate::runtime::micro_kernels::MicroKernel> {
+            vec![$($crate::runtime::micro_kernels::MicroKernel {
                 name: stringify!($name),
-                isa: $crate::runtime::ukernels::Isa::$isa,
+                isa: $crate::runtime::micro_kernels::Isa::$isa,
                 mr: $mr,
                 nr: $nr,
                 func: $name,

@@ -1,20 +1,20 @@
 //! A micro-kernel call (a tensorized block): the operands' addresses and
-//! strides, passed to `tessera_ukernel_<name>` with the C ABI of
-//! [`GemmFn`](crate::runtime::ukernels::GemmFn).
+//! strides, passed to `tessera_micro_kernel_<name>` with the C ABI of
+//! [`GemmFn`](crate::runtime::micro_kernels::GemmFn).
 
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 
 use crate::te::DType;
-use crate::tir::{GemmCall, GemmOperand};
+use crate::tir::{MicroKernelCall, MicroKernelOperand};
 
 use super::super::error::CodegenError;
-use super::super::ukernel_symbols::ukernel_symbol;
+use super::super::micro_kernel_symbols::micro_kernel_symbol;
 use super::FnTranslator;
 use super::memory::Storage;
 
 impl FnTranslator<'_, '_, '_> {
     /// The address of `operand`'s element (0, 0).
-    fn operand_address(&mut self, operand: &GemmOperand) -> Result<Value, CodegenError> {
+    fn operand_address(&mut self, operand: &MicroKernelOperand) -> Result<Value, CodegenError> {
         let buffer = &self.func().buffers[operand.buffer];
         let name = buffer.name.clone();
         if buffer.dtype != DType::F32 {
@@ -41,8 +41,8 @@ impl FnTranslator<'_, '_, '_> {
     }
 
     /// `call.c += call.a · call.b` through the micro-kernel.
-    pub fn gemm(&mut self, call: &GemmCall) -> Result<(), CodegenError> {
-        let (symbol, kernel) = ukernel_symbol(&call.kernel).ok_or_else(|| {
+    pub fn micro_kernel_call(&mut self, call: &MicroKernelCall) -> Result<(), CodegenError> {
+        let (symbol, kernel) = micro_kernel_symbol(&call.kernel).ok_or_else(|| {
             CodegenError::Unsupported(format!("no micro-kernel '{}'", call.kernel))
         })?;
         let target = self.options().target;
