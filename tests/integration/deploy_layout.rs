@@ -134,7 +134,7 @@ fn a_transposing_pack_of_the_weight_is_planned_and_rewritten_away() {
     // Still one micro-kernel call, now reading the packed weight directly.
     let state = State::replay(&new_dag, &new_steps).expect("replays");
     let ir = tir::lower(&state).expect("lowers").to_string();
-    assert!(ir.contains("gemm generic_4x4"), "{ir}");
+    assert!(ir.contains("micro-kernel generic_4x4"), "{ir}");
     assert!(!ir.contains("weight.local"), "{ir}");
     check_rewrite("tensorized dense", &dag, &steps, &["weight"]);
 }

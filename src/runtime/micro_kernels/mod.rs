@@ -138,7 +138,7 @@ pub struct MicroKernel {
 
 /// Why [`run`] refused to call a micro-kernel.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UkernelError {
+pub enum MicroKernelError {
     /// The kernel's instruction set is wider than the host allows.
     #[error(
         "micro-kernel `{kernel}` needs {needs}, but this target allows only {host} \
@@ -218,10 +218,10 @@ fn check_len(
     row_stride: usize,
     col_stride: usize,
     len: usize,
-) -> Result<(), UkernelError> {
+) -> Result<(), MicroKernelError> {
     match span(rows, cols, row_stride, col_stride) {
         Some(needed) if needed <= len => Ok(()),
-        needed => Err(UkernelError::SliceTooShort {
+        needed => Err(MicroKernelError::SliceTooShort {
             operand,
             rows,
             cols,
@@ -256,9 +256,9 @@ pub fn run(
     m: usize,
     n: usize,
     accumulate: bool,
-) -> Result<(), UkernelError> {
+) -> Result<(), MicroKernelError> {
     if !target.can_run(k) {
-        return Err(UkernelError::NotAvailable {
+        return Err(MicroKernelError::NotAvailable {
             kernel: k.name,
             needs: k.isa,
             host: target.isa(),
@@ -267,7 +267,7 @@ pub fn run(
         });
     }
     if m > k.mr || n > k.nr {
-        return Err(UkernelError::TileTooLarge {
+        return Err(MicroKernelError::TileTooLarge {
             kernel: k.name,
             m,
             n,
@@ -276,7 +276,7 @@ pub fn run(
         });
     }
     if m > 1 && n > 0 && c_rs < n {
-        return Err(UkernelError::OverlappingRows { c_rs, n });
+        return Err(MicroKernelError::OverlappingRows { c_rs, n });
     }
     let (a_rows, b_cols) = if n == 0 { (0, 0) } else { (m, n) };
     let (kc_a, kc_b) = if m == 0 { (0, 0) } else { (kc, kc) };

@@ -1,0 +1,144 @@
+//! The tensorized sketches of every eligible suite op, randomly filled,
+//! under every ISA cap the machine allows, against the reference.
+
+use super::step::{check_tensorized, steps};
+use super::*;
+
+use common::{assert_close as assert_tensors_close, build, random_inputs, reference};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tessera::schedule::{State, StepErrorKind};
+use tessera::search::{Suite, generate_sketches, materialize, random_decisions};
+use tessera::te::ComputeDag;
+use tessera::tir;
+
+/// The quick suite's ops whose main stage is a GEMM-shaped contraction the
+/// micro-kernels can compute (directly, through a transposing pack, or as
+/// an implicit GEMM over a padded input). The others (grouped, depthwise
+/// and transposed convolutions, pooling, normalisation, elementwise) have
+/// no m axis A reads and B does not, or a strided B.
+const ELIGIBLE: [&str; 13] = [
+    "matmul",
+    "matmul_nt",
+    "batch_matmul",
+    "dense",
+    "dense_bias",
+    "dense_bias_relu",
+    "conv1d",
+    "conv2d",
+    "conv2d_nhwc",
+    "conv3d",
+    "conv2d_capsule",
+    "conv2d_bn_relu",
+    "transpose_batch_matmul",
+];
+
+/// Fills every tensorized sketch of `dag` at random `seeds` times and
+/// checks each against the reference, all for `target`; returns how many
+/// sketches there were.
+fn check_tensorized_sketches(target: &Target, label: &str, dag: &ComputeDag, seeds: u64) -> usize {
+    let sketches: Vec<_> = generate_sketches(dag, target)
+        .into_iter()
+        .filter(|s| s.name.contains(":tensorize("))
+        .collect();
+    for sketch in &sketches {
+        for seed in 0..seeds {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let decisions = random_decisions(sketch, &mut rng);
+            let state = materialize(dag, sketch, &decisions)
+                .unwrap_or_else(|e| panic!("{label} [{}]: {e}", sketch.name));
+            check_tensorized(
+                target,
+                &format!("{label} [{}] {decisions:?}", sketch.name),
+                dag,
+                state.steps(),
+            );
+        }
+    }
+    sketches.len()
+}
+
+#[test]
+fn tensorized_sketches_of_every_eligible_suite_op_match_the_reference_at_every_isa() {
+    let suite = Suite::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/suites/quick.json"
+    )))
+    .expect("quick suite");
+    let host = host();
+    for isa in Isa::ALL.into_iter().filter(|&i| i <= host.isa()).rev() {
+        let target = host.with_isa_cap(isa);
+        for w in &suite.workloads {
+            let spec = tessera::ops::find(&w.op).expect("op");
+            let dag = spec
+                .build(&spec.parse_shape(&w.shape).expect("shape"))
+                .expect("dag");
+            let label = format!("{} {} (ISA cap {})", w.op, w.shape, isa.name());
+            let count = check_tensorized_sketches(&target, &label, &dag, 1);
+            assert_eq!(
+                count > 0,
+                ELIGIBLE.contains(&w.op.as_str()),
+                "{label}: {count} tensorized sketches"
+            );
+        }
+    }
+}
+
+#[test]
+fn tensorized_sketches_of_odd_shapes_match_the_reference() {
+    let mut checked = 0;
+    for (op, params) in common::small_cases() {
+        let dag = build(op, &params);
+        checked += check_tensorized_sketches(&host(), &format!("{op} {params:?}"), &dag, 3);
+    }
+    assert!(checked >= ELIGIBLE.len(), "{checked} sketches");
+}
+
+#[test]
+fn a_transposing_pack_reads_the_weight_as_its_layout_says() {
+    let dag = build("matmul_nt", &[("M", 5), ("N", 7), ("K", 3)]);
+    let state = State::replay(
+        &dag,
+        &steps(r#"[{"kind":"cache_read","stage":"B","readers":["C"],"layout":[1,0]}]"#),
+    )
+    .expect("applies");
+    let packed = state
+        .stages()
+        .iter()
+        .find(|s| s.name == "B.local")
+        .expect("B.local");
+    assert_eq!(packed.tensor.shape(), &[3, 7], "B[7, 3] stored as [3, 7]");
+    let func = tir::lower(&state).expect("lowers");
+    let inputs = random_inputs(&dag, 3);
+    let got = tir::run(&func, &inputs).expect("runs");
+    assert_tensors_close(
+        "matmul_nt packed transposed",
+        &got,
+        &reference(&dag, &inputs),
+        3,
+    );
+    for (layout, what) in [("[0]", "[0]"), ("[0,0]", "[0, 0]"), ("[1,2]", "[1, 2]")] {
+        let json =
+            format!(r#"[{{"kind":"cache_read","stage":"B","readers":["C"],"layout":{layout}}}]"#);
+        let e = match State::replay(&dag, &steps(&json)) {
+            Err(e) => {
+                assert!(matches!(e.kind, StepErrorKind::BadLayout { .. }), "{e}");
+                e.to_string()
+            }
+            Ok(_) => panic!("{json} applied"),
+        };
+        assert!(
+            e.contains(&format!(
+                "layout {what} is not a permutation of the 2 dimensions of 'B'"
+            )),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn a_prime_reduction_is_tensorized_with_an_edge_block_of_k() {
+    let dag = build("matmul", &[("M", 16), ("N", 32), ("K", 1031)]);
+    let count = check_tensorized_sketches(&host(), "matmul 16x32x1031", &dag, 2);
+    assert!(count > 0, "no tensorized sketch");
+}
