@@ -12,7 +12,7 @@
 //! non-affine use.
 
 use super::interval::{Interval, Overflow};
-use crate::te::{BinOp, Const, DType, Expr, ExprKind};
+use crate::te::{BinOp, Const, DType, Expr, ExprKind, VarId};
 
 /// Which nodes [`Affine::with`] takes apart besides `+ - neg`, products with
 /// an integer constant and integer constants; every other node is an atom.
@@ -130,7 +130,7 @@ impl Affine {
     /// How the value moves per unit step of the variable `var` (an id):
     /// `Some(coefficient)` when the form is affine in it (zero if it does
     /// not appear), `None` when an atom other than the variable uses it.
-    pub fn coefficient(&self, var: u64) -> Option<i64> {
+    pub fn coefficient(&self, var: VarId) -> Option<i64> {
         let mut coefficient = 0;
         for (atom, c) in &self.terms {
             match atom.kind() {
@@ -143,7 +143,7 @@ impl Affine {
     }
 
     /// Whether the value depends on the variable `var` at all.
-    pub fn depends_on(&self, var: u64) -> bool {
+    pub fn depends_on(&self, var: VarId) -> bool {
         self.coefficient(var) != Some(0)
     }
 
@@ -219,7 +219,7 @@ impl Affine {
 }
 
 /// Whether `e` uses the variable `var`.
-fn mentions(e: &Expr, var: u64) -> bool {
+fn mentions(e: &Expr, var: VarId) -> bool {
     e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if v.id() == var))
 }
 

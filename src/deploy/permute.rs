@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use crate::te::{ComputeDag, ComputeOp, Expr, ExprKind, HostData, HostTensor, Tensor, placeholder};
+use crate::te::{
+    ComputeDag, ComputeOp, Expr, ExprKind, HostData, HostTensor, Tensor, TensorId, placeholder,
+};
 
 use super::error::DeployError;
 
@@ -18,8 +20,8 @@ pub(crate) fn is_permutation(layout: &[usize], rank: usize) -> bool {
 /// How to rebuild reads: old tensor id → new tensor, and for permuted
 /// inputs the layout (new dimension `d` is old dimension `layout[d]`).
 struct Rebuild {
-    tensors: HashMap<u64, Tensor>,
-    layouts: HashMap<u64, Vec<usize>>,
+    tensors: HashMap<TensorId, Tensor>,
+    layouts: HashMap<TensorId, Vec<usize>>,
 }
 
 impl Rebuild {

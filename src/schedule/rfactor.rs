@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use crate::te::{ComputeOp, Expr, ExprKind, IterKind, Reduce, Tensor, Var, select};
+use crate::te::{ComputeOp, Expr, ExprKind, IterKind, Reduce, Tensor, Var, VarId, select};
 
 use super::error::StepErrorKind;
 use super::relations::{derive_extents, derive_values};
@@ -76,7 +76,7 @@ impl State {
             .cloned()
             .unwrap_or_else(|| factor_var.expr());
         let root_var = &reduction.axes[root - s.spatial_roots()];
-        let mut substitution: HashMap<u64, Expr> = rule
+        let mut substitution: HashMap<VarId, Expr> = rule
             .axes
             .iter()
             .zip(&spatial)

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::dag::ComputeDag;
 use super::expr::{ExprKind, Var};
+use super::ids::{TensorId, VarId};
 use super::printer::{Naming, write_expr};
 use super::tensor::{Tensor, TensorOp};
 
@@ -21,8 +22,8 @@ use super::tensor::{Tensor, TensorOp};
 const CANONICAL_VERSION: &str = "tessera-dag v1";
 
 struct CanonicalNames {
-    tensors: HashMap<u64, String>,
-    vars: HashMap<u64, String>,
+    tensors: HashMap<TensorId, String>,
+    vars: HashMap<VarId, String>,
 }
 
 impl Naming for CanonicalNames {

@@ -7,12 +7,13 @@ use super::bounds::find_out_of_bounds;
 use super::dtype::DType;
 use super::error::{DagError, OutOfBoundsRead};
 use super::expr::{BinOp, CmpOp, Expr, ExprKind, IterKind, Var};
+use super::ids::VarId;
 use super::tensor::{ComputeOp, Tensor};
 
 /// Checks the rule of the compute stage `tensor`.
 pub(crate) fn check_stage(tensor: &Tensor, op: &ComputeOp) -> Result<(), DagError> {
     let stage = tensor.name();
-    let mut bound: HashSet<u64> = op.axes.iter().map(Var::id).collect();
+    let mut bound: HashSet<VarId> = op.axes.iter().map(Var::id).collect();
     let value = match op.body.kind() {
         ExprKind::Reduce(r) => {
             check_reduce_axes(stage, &r.axes)?;
@@ -70,7 +71,7 @@ fn reject_nested_reduce(stage: &str, e: &Expr) -> Result<(), DagError> {
     Ok(())
 }
 
-fn check_scoping(stage: &str, e: &Expr, bound: &HashSet<u64>) -> Result<(), DagError> {
+fn check_scoping(stage: &str, e: &Expr, bound: &HashSet<VarId>) -> Result<(), DagError> {
     let mut stray = None;
     e.visit(&mut |x| {
         if let ExprKind::Var(v) = x.kind()

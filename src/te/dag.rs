@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use super::check::check_stage;
 use super::error::DagError;
 use super::expr::ExprKind;
+use super::ids::TensorId;
 use super::tensor::{Tensor, TensorOp};
 
 /// The most elements one tensor may have (2^31 − 1): keeps every flat offset
@@ -18,7 +19,7 @@ pub struct ComputeDag {
     tensors: Vec<Tensor>,
     num_inputs: usize,
     outputs: Vec<usize>,
-    position: HashMap<u64, usize>,
+    position: HashMap<TensorId, usize>,
     label: String,
 }
 
@@ -144,7 +145,7 @@ fn check_shape(t: &Tensor) -> Result<(), DagError> {
 /// Places `t` after everything it reads (depth-first, reads in rule order).
 fn visit_post_order(
     t: &Tensor,
-    position: &mut HashMap<u64, usize>,
+    position: &mut HashMap<TensorId, usize>,
     tensors: &mut Vec<Tensor>,
 ) -> Result<(), DagError> {
     if position.contains_key(&t.id()) {

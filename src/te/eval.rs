@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use super::dtype::DType;
 use super::expr::{BinOp, CmpOp, Const, Expr, ExprKind, Intrinsic, ReduceOp};
 use super::host_tensor::{HostTensor, Value};
+use super::ids::{TensorId, VarId};
 
 /// An expression resolved for evaluation: variables are environment slots,
 /// reads are buffer positions.
@@ -30,9 +31,9 @@ pub(crate) enum Node {
 /// Maps variables to environment slots and tensors to buffer positions.
 pub(crate) struct Resolver {
     /// Variable id → slot.
-    pub slots: HashMap<u64, usize>,
+    pub slots: HashMap<VarId, usize>,
     /// Tensor id → (buffer position, buffer shape).
-    pub buffers: HashMap<u64, (usize, Vec<i64>)>,
+    pub buffers: HashMap<TensorId, (usize, Vec<i64>)>,
 }
 
 /// An expression refers to something the resolver does not know.

@@ -6,17 +6,10 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::dtype::DType;
+use super::ids::VarId;
 use super::tensor::Tensor;
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A process-unique identity for variables and tensors.
-pub(crate) fn fresh_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
-}
 
 /// Whether a loop variable ranges over an output axis or a reduction axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -34,7 +27,7 @@ pub enum IterKind {
 pub struct Var(Arc<VarNode>);
 
 struct VarNode {
-    id: u64,
+    id: VarId,
     name: String,
     extent: i64,
     kind: IterKind,
@@ -44,7 +37,7 @@ impl Var {
     /// A fresh variable ranging over `0..extent`.
     pub fn new(name: impl Into<String>, extent: i64, kind: IterKind) -> Var {
         Var(Arc::new(VarNode {
-            id: fresh_id(),
+            id: VarId::fresh(),
             name: name.into(),
             extent,
             kind,
@@ -58,7 +51,7 @@ impl Var {
     }
 
     /// The process-unique identity of this variable.
-    pub fn id(&self) -> u64 {
+    pub fn id(&self) -> VarId {
         self.0.id
     }
 

@@ -13,6 +13,7 @@ pub(crate) mod eval;
 mod expr;
 mod flops;
 mod host_tensor;
+mod ids;
 pub mod interp;
 mod overload;
 mod point_eval;
@@ -32,6 +33,7 @@ pub use expr::{
     BinOp, CmpOp, Const, Expr, ExprKind, Intrinsic, IterKind, Operand, Reduce, ReduceOp, Var,
 };
 pub use host_tensor::{HostData, HostTensor, LengthMismatch};
+pub use ids::{TensorId, VarId};
 pub use interp::{InterpError, evaluate, evaluate_all};
 pub use point_eval::{evaluate_points, unflatten};
 pub use tensor::{ComputeOp, Tensor, TensorOp, compute, placeholder, reduce_axis};

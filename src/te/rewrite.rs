@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use super::expr::{Expr, ExprKind, Reduce};
+use super::ids::VarId;
 
 impl Expr {
     /// A copy of this node with its children replaced (same order as
@@ -54,7 +55,7 @@ impl Expr {
     }
 
     /// Replaces variables by expressions (keyed by [`Var::id`](super::Var::id)).
-    pub fn substitute(&self, map: &HashMap<u64, Expr>) -> Expr {
+    pub fn substitute(&self, map: &HashMap<VarId, Expr>) -> Expr {
         if map.is_empty() {
             return self.clone();
         }
@@ -85,7 +86,8 @@ mod tests {
         let j = reduce_axis(8, "j");
         let e = a.at([&i + 1]) * 2.0;
         let mut map = HashMap::new();
-        map.insert(i.as_var().map(|v| v.id()).unwrap_or_default(), &j * 2);
+        let i = i.as_var().expect("a reduce axis is a variable");
+        map.insert(i.id(), &j * 2);
         assert_eq!(e.substitute(&map).to_string(), "(A[((j * 2) + 1)] * 2.0)");
         assert_eq!(e.substitute(&HashMap::new()), e);
     }

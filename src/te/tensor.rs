@@ -4,7 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::dtype::DType;
-use super::expr::{Expr, ExprKind, IterKind, Operand, Var, fresh_id};
+use super::expr::{Expr, ExprKind, IterKind, Operand, Var};
+use super::ids::TensorId;
 
 /// A tensor: either an input ([`placeholder`]) or the result of a [`compute`].
 ///
@@ -14,7 +15,7 @@ use super::expr::{Expr, ExprKind, IterKind, Operand, Var, fresh_id};
 pub struct Tensor(Arc<TensorNode>);
 
 struct TensorNode {
-    id: u64,
+    id: TensorId,
     name: String,
     shape: Vec<i64>,
     dtype: DType,
@@ -41,7 +42,7 @@ pub struct ComputeOp {
 
 impl Tensor {
     /// The process-unique identity of this tensor.
-    pub fn id(&self) -> u64 {
+    pub fn id(&self) -> TensorId {
         self.0.id
     }
 
@@ -127,7 +128,7 @@ impl fmt::Debug for Tensor {
 /// An input tensor of the given shape and dtype.
 pub fn placeholder(name: &str, shape: &[i64], dtype: DType) -> Tensor {
     Tensor(Arc::new(TensorNode {
-        id: fresh_id(),
+        id: TensorId::fresh(),
         name: name.to_string(),
         shape: shape.to_vec(),
         dtype,
@@ -162,7 +163,7 @@ pub fn compute(name: &str, shape: &[i64], rule: impl FnOnce(&[Expr]) -> Expr) ->
     let indices: Vec<Expr> = axes.iter().map(Var::expr).collect();
     let body = rule(&indices);
     Tensor(Arc::new(TensorNode {
-        id: fresh_id(),
+        id: TensorId::fresh(),
         name: name.to_string(),
         shape: shape.to_vec(),
         dtype: body.dtype(),
@@ -176,7 +177,7 @@ impl Tensor {
     pub fn from_compute(name: &str, shape: &[i64], op: ComputeOp) -> Tensor {
         let dtype = op.body.dtype();
         Tensor(Arc::new(TensorNode {
-            id: fresh_id(),
+            id: TensorId::fresh(),
             name: name.to_string(),
             shape: shape.to_vec(),
             dtype,

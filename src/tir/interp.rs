@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use thiserror::Error;
 
 use crate::te::eval::{Fault, Node, Resolver, eval, flat_offset};
-use crate::te::{DType, HostData, HostTensor};
+use crate::te::{DType, HostData, HostTensor, VarId};
 
 use super::ir::{PrimFunc, Stmt};
 
@@ -93,7 +93,7 @@ struct MicroKernelOp {
 
 fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
     let unresolved = |u| TirInterpError::Unresolved(format!("{u:?}"));
-    let bind = |r: &mut Resolver, id: u64| {
+    let bind = |r: &mut Resolver, id: VarId| {
         let slot = r.slots.len();
         r.slots.insert(id, slot);
         slot

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::te::{DType, Expr, Tensor, Var, placeholder};
+use crate::te::{DType, Expr, Tensor, TensorId, Var, placeholder};
 
 /// Position of a buffer in [`PrimFunc::buffers`].
 pub type BufferId = usize;
@@ -245,7 +245,7 @@ pub struct PrimFunc {
 
 impl PrimFunc {
     /// Buffer position by handle tensor id, for resolving `Read`s.
-    pub fn handle_map(&self) -> HashMap<u64, BufferId> {
+    pub fn handle_map(&self) -> HashMap<TensorId, BufferId> {
         self.buffers
             .iter()
             .enumerate()

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::te::{Const, Expr, ExprKind};
+use crate::te::{Const, Expr, ExprKind, VarId};
 
 use super::ir::{ForKind, PrimFunc, Stmt};
 use super::simplify::simplify;
@@ -33,7 +33,7 @@ fn steps(s: &Stmt) -> u64 {
 /// `pragma auto_unroll_max_step`: a serial loop whose variable has a
 /// `max_step` in `max_steps` becomes unrolled when its nest runs at most
 /// `max_step` iterations.
-pub fn mark_auto_unroll(s: &mut Stmt, max_steps: &HashMap<u64, u32>) {
+pub fn mark_auto_unroll(s: &mut Stmt, max_steps: &HashMap<VarId, u32>) {
     match s {
         Stmt::For {
             var, kind, body, ..

@@ -15,7 +15,7 @@ use cranelift_codegen::ir::{AbiParam, FuncRef, InstBuilder, Type, Value, condcod
 use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::{FuncId, Linkage, Module};
 
-use crate::te::DType;
+use crate::te::{DType, TensorId, VarId};
 use crate::tir::{BufferId, ForKind, PrimFunc, Stmt};
 
 use super::error::CodegenError;
@@ -51,7 +51,7 @@ pub(crate) struct Shared<'m> {
     /// A host function declared up front (`tessera_free`).
     pub fallback: FuncId,
     /// Buffer by the id of its handle tensor (see [`PrimFunc::handle_map`]).
-    pub handles: HashMap<u64, BufferId>,
+    pub handles: HashMap<TensorId, BufferId>,
 }
 
 impl Shared<'_> {
@@ -145,7 +145,7 @@ pub(crate) enum Binding {
 pub(crate) struct FnTranslator<'a, 's, 'm> {
     pub b: FunctionBuilder<'a>,
     pub imports: FnImports<'s, 'm>,
-    pub env: HashMap<u64, Binding>,
+    pub env: HashMap<VarId, Binding>,
     pub storage: HashMap<BufferId, Storage>,
     /// Whether this function is an outlined parallel body (nested parallel
     /// loops then run serially).
@@ -233,7 +233,7 @@ impl<'a, 's, 'm> FnTranslator<'a, 's, 'm> {
     /// `for var in start..end { body }`, assuming `start < end`.
     pub fn serial_loop(
         &mut self,
-        var: u64,
+        var: VarId,
         start: Value,
         end: Value,
         body: &Stmt,

@@ -11,7 +11,7 @@ use cranelift_codegen::ir::{
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{Linkage, Module};
 
-use crate::te::{ExprKind, Var};
+use crate::te::{ExprKind, Var, VarId};
 use crate::tir::Stmt;
 
 use super::super::error::CodegenError;
@@ -19,7 +19,7 @@ use super::memory::Storage;
 use super::{Binding, FnTranslator, Shared};
 
 /// Variables `body` uses that it does not bind itself.
-fn free_vars(body: &Stmt) -> Vec<u64> {
+fn free_vars(body: &Stmt) -> Vec<VarId> {
     let mut bound = HashSet::new();
     body.visit(&mut |s| match s {
         Stmt::For { var, .. } | Stmt::Let { var, .. } => {
@@ -92,7 +92,7 @@ impl FnTranslator<'_, '_, '_> {
                 .ins()
                 .store(MemFlagsData::trusted(), *x, values, (k * 8) as i32);
         }
-        let dynamic_ids: Vec<u64> = dynamic.iter().map(|(id, _)| *id).collect();
+        let dynamic_ids: Vec<VarId> = dynamic.iter().map(|(id, _)| *id).collect();
         let outlined = outline(
             self.imports.shared,
             var.id(),
@@ -119,11 +119,11 @@ impl FnTranslator<'_, '_, '_> {
 /// Builds the outlined body and returns its function id.
 fn outline(
     shared: &mut Shared,
-    var: u64,
+    var: VarId,
     body: &Stmt,
     buffers: &[usize],
-    constants: &[(u64, i64)],
-    dynamic: &[u64],
+    constants: &[(VarId, i64)],
+    dynamic: &[VarId],
 ) -> Result<cranelift_module::FuncId, CodegenError> {
     shared.outlined += 1;
     let name = format!("{}_parallel{}", shared.prefix, shared.outlined);

@@ -13,7 +13,7 @@
 use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Value, types};
 
 use crate::arith::Affine;
-use crate::te::{BinOp, DType, Expr, ExprKind, Var};
+use crate::te::{BinOp, DType, Expr, ExprKind, Var, VarId};
 use crate::tir::{BufferId, Stmt};
 
 use super::super::error::CodegenError;
@@ -27,7 +27,7 @@ pub(crate) const MAX_UNROLLED_CHUNKS: i64 = 4;
 /// The vectorized loop variable in a chunk.
 #[derive(Clone, Copy)]
 pub(crate) struct Lane {
-    var: u64,
+    var: VarId,
     lanes: i64,
     /// The variable's value in lane 0.
     base: Val,
@@ -39,7 +39,7 @@ enum VVal {
     Vector(Value),
 }
 
-fn uses(e: &Expr, var: u64) -> bool {
+fn uses(e: &Expr, var: VarId) -> bool {
     e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if v.id() == var))
 }
 

@@ -3,7 +3,7 @@
 //! it — bytes, distinct bytes, cache lines, reuse and strides.
 
 use crate::arith::{Affine, Decompose};
-use crate::te::Expr;
+use crate::te::{Expr, VarId};
 
 /// The cache line size the line counts assume.
 pub(crate) const CACHE_LINE: f64 = 64.0;
@@ -21,7 +21,7 @@ pub(crate) fn flat_offset(indices: &[Expr], shape: &[i64]) -> Affine {
 /// One enclosing loop, as the access analysis sees it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LoopInfo {
-    pub var: u64,
+    pub var: VarId,
     pub extent: f64,
 }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::runtime::micro_kernels::{self, Isa};
-use crate::te::{Expr, ExprKind, IterKind, Var};
+use crate::te::{Expr, ExprKind, IterKind, TensorId, Var};
 use crate::tir::{ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PrimFunc, Stmt};
 
 use super::access::{AccessFeatures, AccessKind, LoopInfo, analyse, flat_offset};
@@ -118,7 +118,7 @@ impl StoreSummary {
 
 struct Walker<'f> {
     func: &'f PrimFunc,
-    handles: HashMap<u64, usize>,
+    handles: HashMap<TensorId, usize>,
     allocated: Vec<bool>,
     loops: Vec<LoopCtx>,
     guards: usize,

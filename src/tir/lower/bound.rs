@@ -11,12 +11,12 @@
 use std::collections::HashSet;
 
 use crate::arith::{Affine, Interval, Overflow};
-use crate::te::{Expr, ExprKind};
+use crate::te::{Expr, ExprKind, VarId};
 
 /// `index` as `(inner, outer)` forms that sum to it: `inner` the terms of
 /// the loops in `inner` with the constant, `outer` the rest; `None` when an
 /// inner loop appears other than linearly.
-fn decompose(index: &Expr, inner: &HashSet<u64>) -> Option<(Affine, Affine)> {
+fn decompose(index: &Expr, inner: &HashSet<VarId>) -> Option<(Affine, Affine)> {
     let uses_inner =
         |e: &Expr| e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if inner.contains(&v.id())));
     let (inside, outside) =
@@ -48,7 +48,7 @@ pub(crate) struct DimRegion {
 
 /// The region of a dimension of extent `full` covered by `indices` (one per
 /// read) when the variables in `inner` take every value of their range.
-pub(crate) fn dim_region(indices: &[Expr], inner: &HashSet<u64>, full: i64) -> DimRegion {
+pub(crate) fn dim_region(indices: &[Expr], inner: &HashSet<VarId>, full: i64) -> DimRegion {
     let whole = DimRegion {
         offset: Expr::i64(0),
         extent: full,
@@ -104,7 +104,7 @@ mod tests {
         let outer = Var::new("i.0", 8, IterKind::Spatial);
         let inner = Var::new("i.1", 4, IterKind::Spatial);
         let index = outer.expr() * 4 + inner.expr();
-        let inner_set: HashSet<u64> = [inner.id()].into();
+        let inner_set: HashSet<VarId> = [inner.id()].into();
         let r = dim_region(&[index], &inner_set, 32);
         assert_eq!(r.extent, 4);
         assert_eq!(r.offset.to_string(), "(0 + (i.0 * 4))");
@@ -114,7 +114,7 @@ mod tests {
     fn stencil_reads_are_united() {
         let x = Var::new("x", 16, IterKind::Spatial);
         let r = Var::new("r", 3, IterKind::Reduce);
-        let inner: HashSet<u64> = [r.id()].into();
+        let inner: HashSet<VarId> = [r.id()].into();
         let a = x.expr() * 2 + r.expr();
         let b = x.expr() * 2 + r.expr() + 1;
         let region = dim_region(&[a, b], &inner, 64);
@@ -124,7 +124,7 @@ mod tests {
     #[test]
     fn non_affine_or_mismatched_reads_cover_everything() {
         let f = Var::new("f", 64, IterKind::Spatial);
-        let inner: HashSet<u64> = [f.id()].into();
+        let inner: HashSet<VarId> = [f.id()].into();
         let r = dim_region(&[crate::te::floordiv(f.expr(), 8)], &inner, 8);
         assert_eq!(r.extent, 8);
         let x = Var::new("x", 4, IterKind::Spatial);

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::schedule::{Annotation, ComputeAt, IterId, Relation};
 use crate::te::bounds::range_of;
-use crate::te::{Expr, ExprKind, IterKind, ReduceOp, Var, max, min};
+use crate::te::{Expr, ExprKind, IterKind, ReduceOp, Var, VarId, max, min};
 
 use super::super::ir::{ForKind, Stmt};
 use super::{LowerError, Lowering};
@@ -189,7 +189,7 @@ impl Lowering<'_> {
         };
         let layout = &self.layouts[index];
         let buffer = layout.buffer.unwrap_or(0);
-        let mut map: HashMap<u64, Expr> = HashMap::new();
+        let mut map: HashMap<VarId, Expr> = HashMap::new();
         for (d, v) in rule.axes.iter().enumerate() {
             map.insert(v.id(), layout.global(d));
         }
@@ -212,7 +212,7 @@ impl Lowering<'_> {
         let value = self.localize(&self.expand_inline(source).substitute(&map));
         let (spatial_pred, reduce_pred) = self.predicates(index);
         let leaves = stage.leaves.clone();
-        let mut own_vars: Vec<u64> = layout.leaf_vars.values().map(Var::id).collect();
+        let mut own_vars: Vec<VarId> = layout.leaf_vars.values().map(Var::id).collect();
         let max_step = stage.auto_unroll_max_step;
 
         let nest = match reduction {
@@ -304,7 +304,7 @@ impl Lowering<'_> {
         store_index: Vec<Expr>,
         pred: Vec<Expr>,
         identity: Expr,
-    ) -> (Stmt, Vec<u64>) {
+    ) -> (Stmt, Vec<VarId>) {
         let stage = &self.state.stages()[index];
         let mut copies: Vec<(IterId, Var)> = Vec::new();
         for &leaf in leaves {
@@ -315,7 +315,7 @@ impl Lowering<'_> {
                 copies.push((leaf, Var::new(name, original.extent(), IterKind::Spatial)));
             }
         }
-        let map: HashMap<u64, Expr> = copies
+        let map: HashMap<VarId, Expr> = copies
             .iter()
             .map(|(leaf, v)| (self.layouts[index].leaf_vars[leaf].id(), v.expr()))
             .collect();

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::schedule::{ComputeAt, IterId, derive_extents, derive_values};
-use crate::te::{Expr, ExprKind, Var};
+use crate::te::{Expr, ExprKind, Var, VarId};
 
 use super::super::ir::{Buffer, BufferId, MemScope};
 use super::bound::dim_region;
@@ -130,7 +130,7 @@ impl Lowering<'_> {
         let Some(rule) = &consumer_stage.compute else {
             return whole;
         };
-        let mut map: HashMap<u64, Expr> = HashMap::new();
+        let mut map: HashMap<VarId, Expr> = HashMap::new();
         for (d, v) in rule.axes.iter().enumerate() {
             map.insert(v.id(), consumer_layout.global(d));
         }
@@ -149,7 +149,7 @@ impl Lowering<'_> {
                 reads.push(idx.iter().map(|i| i.substitute(&map)).collect());
             }
         });
-        let mut inner: HashSet<u64> = HashSet::new();
+        let mut inner: HashSet<VarId> = HashSet::new();
         let mut stage = consumer;
         while stage != host {
             inner.extend(self.layouts[stage].leaf_vars.values().map(Var::id));

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use thiserror::Error;
 
 use crate::schedule::{ComputeAt, Scope, State};
-use crate::te::{Expr, ExprKind};
+use crate::te::{Expr, ExprKind, TensorId, VarId};
 
 use super::ir::{Buffer, BufferId, MemScope, PrimFunc, Stmt};
 use layout::StageLayout;
@@ -42,7 +42,7 @@ pub enum LowerError {
 pub(crate) struct Lowering<'a> {
     pub state: &'a State,
     /// Stage position by the id of its tensor.
-    pub stage_of: HashMap<u64, usize>,
+    pub stage_of: HashMap<TensorId, usize>,
     pub layouts: Vec<StageLayout>,
     pub buffers: Vec<Buffer>,
     /// The buffers of the DAG's inputs, then outputs.
@@ -51,7 +51,7 @@ pub(crate) struct Lowering<'a> {
     pub body: Stmt,
     /// `pragma auto_unroll_max_step` of the stage owning each loop variable
     /// (stages with the pragma only).
-    pub auto_unroll: HashMap<u64, u32>,
+    pub auto_unroll: HashMap<VarId, u32>,
     used_names: HashSet<String>,
 }
 

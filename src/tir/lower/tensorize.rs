@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use crate::arith::Affine;
 use crate::runtime::micro_kernels;
 use crate::schedule::{IterId, TENSORIZE_BLOCK, Tensorized};
-use crate::te::{BinOp, CmpOp, DType, Expr, ExprKind, IterKind, Var, max, min};
+use crate::te::{BinOp, CmpOp, DType, Expr, ExprKind, IterKind, Var, VarId, max, min};
 
 use super::super::ir::{BufferId, MicroKernelCall, MicroKernelOperand, Stmt};
 use super::{LowerError, Lowering};
@@ -29,7 +29,7 @@ fn block_form(e: &Expr, vars: &[Var]) -> Option<BlockForm> {
     for (coef, var) in coefs.iter_mut().zip(vars) {
         *coef = form.coefficient(var.id())?;
     }
-    let origin: HashMap<u64, Expr> = vars.iter().map(|v| (v.id(), Expr::i64(0))).collect();
+    let origin: HashMap<VarId, Expr> = vars.iter().map(|v| (v.id(), Expr::i64(0))).collect();
     Some(BlockForm {
         coefs,
         residual: e.substitute(&origin),

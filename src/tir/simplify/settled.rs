@@ -9,7 +9,7 @@
 
 use super::convert::{is_lang, var_range};
 use super::interval::{Overflow, Range, floor_div, gcd};
-use crate::te::{BinOp, CmpOp, Const, Expr, ExprKind};
+use crate::te::{BinOp, CmpOp, Const, Expr, ExprKind, VarId};
 
 /// Whether running the e-graph on the folded expression `e` could shrink it.
 pub(super) fn worth_egg(e: &Expr) -> bool {
@@ -195,7 +195,7 @@ fn range_of(e: &Expr) -> Range {
 /// could recombine them, so that is checked too).
 #[derive(Default)]
 struct Linear {
-    vars: Vec<u64>,
+    vars: Vec<VarId>,
     consts: usize,
 }
 
@@ -285,7 +285,7 @@ impl Linear {
     }
 
     /// Records a use of variable `id`; `None` if it was used before.
-    fn claim(&mut self, id: u64) -> Option<()> {
+    fn claim(&mut self, id: VarId) -> Option<()> {
         if self.vars.contains(&id) {
             return None;
         }
@@ -297,7 +297,7 @@ impl Linear {
 /// The coefficient of each variable in the expanded sum `e` (scaled by
 /// `scale`); `None` if `e` holds anything but variables, `+`, `-` and
 /// products with constants, or a constant term.
-fn var_coefficients(e: &Expr, scale: u64, out: &mut Vec<(u64, u64)>) -> Option<()> {
+fn var_coefficients(e: &Expr, scale: u64, out: &mut Vec<(VarId, u64)>) -> Option<()> {
     match e.kind() {
         ExprKind::Var(v) => {
             out.push((v.id(), scale));
