@@ -486,7 +486,7 @@ mod shipped {
                     .expect("predicts");
                 let accuracy = eval::pairwise_accuracy(&scores, &set.labels);
                 println!("{name} {workload}: pairwise {accuracy:.3}");
-                if !(accuracy >= MIN_WORKLOAD_PAIRWISE) {
+                if accuracy.is_nan() || accuracy < MIN_WORKLOAD_PAIRWISE {
                     below.push(format!("{workload} {accuracy:.3}"));
                 }
                 sum += accuracy;
