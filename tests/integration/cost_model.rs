@@ -1,5 +1,6 @@
 //! Cost models: feature extraction on programs with hand-computed features,
-//! every learner learning a ranking it is given, and model files.
+//! every learner learning a ranking it is given, model files, and the
+//! shipped models (`cost_model/`) loading and ranking the committed records.
 
 use crate::common;
 use common::Scratch;
@@ -367,4 +368,187 @@ fn the_learned_model_learns_which_candidates_are_fast() {
         learned > 0.8 && learned > guessed + 0.2,
         "learned {learned:.3}, random {guessed:.3}"
     );
+}
+
+mod shipped {
+    //! The models `cost_model/` ships, loaded as `tessera tune` loads its
+    //! warm start, and their ranking of the committed tuning records.
+
+    use std::path::{Path, PathBuf};
+
+    use super::common::{Scratch, tessera};
+    use tessera::cost::features::{FEATURE_LEN, FEATURE_VERSION};
+    use tessera::cost::{
+        CostError, Learner, ModelHeader, TrainingSet, eval, learner_names, load_model,
+        workload_rows,
+    };
+    use tessera::db::TuningDb;
+
+    /// The committed CI sample both shipped models were trained on
+    /// (`cost_model/README.md`, `tuning_logs/README.md`).
+    const COMMITTED_RECORDS: &str = "tuning_logs/x86_64-amd-epyc-2c-avx512-ee0287f5d98b.jsonl.gz";
+
+    /// The models `cost_model/` ships: the default warm start and the CI
+    /// job's retrained model.
+    const SHIPPED_MODELS: [&str; 2] = [
+        "pretrained.model",
+        "x86_64-amd-epyc-2c-avx512-ee0287f5d98b.model",
+    ];
+
+    /// Workloads of the committed records (the quick suite).
+    const COMMITTED_WORKLOADS: usize = 24;
+
+    /// Lowest mean (over workloads) pairwise accuracy a shipped model may
+    /// have on the committed records. Measured: 0.828 (`pretrained.model`)
+    /// and 0.826 (the CI model); random scores give 0.5 on average and a
+    /// constant score exactly 0.5 (ties count half), so 0.75 is a clear
+    /// margin above chance that still allows small drift in the features.
+    const MIN_MEAN_PAIRWISE: f64 = 0.75;
+
+    /// Lowest pairwise accuracy on one workload, and how many workloads may
+    /// fall below it. Measured: 0.70–0.93 on 23 of 24 workloads with both
+    /// models; `norm` (a microsecond kernel whose candidates time alike) is
+    /// at chance, 0.47–0.49.
+    const MIN_WORKLOAD_PAIRWISE: f64 = 0.65;
+    const WORKLOADS_MAY_MISS: usize = 2;
+
+    fn package_root() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    fn shipped(name: &str) -> PathBuf {
+        package_root().join("cost_model").join(name)
+    }
+
+    /// Loads `path` as `tessera tune` loads its warm start (`cost::load_model`,
+    /// `SearchFlags::model`) and checks its header against this build's
+    /// features and learners.
+    fn load_current(path: &Path) -> (ModelHeader, Box<dyn Learner>) {
+        let (header, learner) = load_model(path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (tessera tune would only warn and search without a warm start)",
+                path.display()
+            )
+        });
+        assert_eq!(header.format, "tessera-cost-model");
+        assert_eq!(
+            (header.feature_version, header.feature_len),
+            (FEATURE_VERSION, FEATURE_LEN),
+            "{}",
+            path.display()
+        );
+        assert!(
+            learner_names().contains(&header.learner.as_str()),
+            "{}: learner {} is not in this build ({:?})",
+            path.display(),
+            header.learner,
+            learner_names()
+        );
+        assert_eq!(learner.name(), header.learner);
+        (header, learner)
+    }
+
+    /// The committed records, featurised, one labelled group per workload.
+    fn committed_records() -> Vec<(String, TrainingSet)> {
+        let mut db = TuningDb::open_in_memory().expect("db");
+        db.import_jsonl(&package_root().join(COMMITTED_RECORDS), false)
+            .expect("the committed records import");
+        let (workloads, skipped) = workload_rows(&db, None).expect("featurised");
+        assert!(
+            skipped.is_empty(),
+            "committed records that no longer replay: {skipped:?}"
+        );
+        workloads
+            .into_iter()
+            .map(|w| {
+                let mut set = TrainingSet::new(FEATURE_LEN);
+                set.push_group(&w.rows, &w.costs);
+                (w.readable, set)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_shipped_models_load_and_rank_the_committed_records_well() {
+        let records = committed_records();
+        assert_eq!(records.len(), COMMITTED_WORKLOADS);
+        for name in SHIPPED_MODELS {
+            let (header, learner) = load_current(&shipped(name));
+            let mut below = Vec::new();
+            let mut sum = 0.0;
+            for (workload, set) in &records {
+                assert!(
+                    header.workloads.contains(workload),
+                    "{name} was trained on {workload}"
+                );
+                let scores = learner
+                    .predict(&set.features, FEATURE_LEN)
+                    .expect("predicts");
+                let accuracy = eval::pairwise_accuracy(&scores, &set.labels);
+                println!("{name} {workload}: pairwise {accuracy:.3}");
+                if accuracy.is_nan() || accuracy < MIN_WORKLOAD_PAIRWISE {
+                    below.push(format!("{workload} {accuracy:.3}"));
+                }
+                sum += accuracy;
+            }
+            let mean = sum / records.len() as f64;
+            println!("{name} ({}): mean pairwise {mean:.3}", header.learner);
+            assert!(
+                mean >= MIN_MEAN_PAIRWISE,
+                "{name}: mean pairwise accuracy {mean:.3} on the committed records (measured 0.83 when committed)"
+            );
+            assert!(
+                below.len() <= WORKLOADS_MAY_MISS,
+                "{name}: below {MIN_WORKLOAD_PAIRWISE} on {below:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_damaged_copy_of_the_shipped_model_is_refused() {
+        let bytes = std::fs::read(shipped("pretrained.model")).expect("reads");
+        let dir = Scratch::new("cost-model-damaged");
+        let newline = bytes.iter().position(|&b| b == b'\n').expect("header line");
+        let mut flipped = bytes.clone();
+        let middle = newline + (bytes.len() - newline) / 2;
+        flipped[middle] ^= 0xff;
+        let truncated = bytes[..middle].to_vec();
+        for (what, damaged) in [("flipped", flipped), ("truncated", truncated)] {
+            let path = dir.join(format!("{what}.model"));
+            std::fs::write(&path, damaged).expect("writes");
+            match load_model(&path) {
+                Err(CostError::BadFile { .. } | CostError::Learner { .. }) => {}
+                Err(other) => panic!("{what}: an unexpected error: {other}"),
+                Ok(_) => panic!("{what}: a damaged model file loaded"),
+            }
+        }
+    }
+
+    #[test]
+    fn tune_warm_starts_from_the_shipped_model_without_a_warning() {
+        let dir = Scratch::new("cost-model-warm-start");
+        let db = dir.join("t.db").display().to_string();
+        // Default model and pretrained file, from the package root as a user runs it.
+        let small = "tune relu --shape M=4,N=4 --trials 2 --batch-size 2 --workers 1 \
+                     --repeat 1 --min-repeat-ms 1 --population 8 --generations 1 --db";
+        let mut common: Vec<&str> = small.split_whitespace().collect();
+        common.push(&db);
+        let out = tessera(&common);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            !stderr.contains("without a warm start"),
+            "the default pretrained model did not load: {stderr}"
+        );
+        // A damaged file named with --pretrained is an error, not a warning.
+        let damaged = dir.join("damaged.model");
+        std::fs::write(&damaged, b"{\"format\":\"tessera-cost-model\"}\n").expect("writes");
+        let damaged_arg = damaged.display().to_string();
+        let mut args = common.clone();
+        args.extend_from_slice(&["--pretrained", &damaged_arg]);
+        let out = tessera(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains("damaged.model"), "{stderr}");
+    }
 }

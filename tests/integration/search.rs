@@ -1,5 +1,7 @@
 //! The auto-scheduler: every sketch of every op, randomly annotated, lowers,
-//! compiles and computes what the reference computes.
+//! compiles and computes what the reference computes; the tuner measures
+//! what its cost model ranks first, teaches it every measurement, and
+//! reports the fastest record and the default's.
 
 use crate::common;
 
@@ -51,15 +53,17 @@ fn every_sketch_of_every_op_annotated_at_random_equals_the_reference() {
 }
 
 mod tuning {
-    use std::collections::HashSet;
+    use std::collections::{HashMap, HashSet};
     use std::path::PathBuf;
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
     use super::common::Scratch;
-    use tessera::cost::{LearnedModel, RandomModel, new_learner};
+    use tessera::cost::{CostError, CostModel, LearnedModel, RandomModel, new_learner};
     use tessera::db::TuningDb;
-    use tessera::measure::{MeasureOptions, Measurer, Task, TimingOptions};
+    use tessera::measure::{MeasureOptions, MeasureResult, Measurer, Task, TimingOptions};
+    use tessera::runtime::host_device;
+    use tessera::schedule::{State, Step};
     use tessera::search::{SearchOptions, SearchPolicy, TuneOptions, TuneReport, steps_key, tune};
 
     fn measurer() -> Measurer {
@@ -108,6 +112,47 @@ mod tuning {
         .expect("tunes")
     }
 
+    /// Checks `report` against what `db` holds of `task` on this device: the
+    /// best is the fastest measured record (one of them on a tie), at that
+    /// record's speed, and the default is the measurement of the empty step
+    /// list. Returns how many records there are.
+    fn assert_report_is_the_records(task: &Task, report: &TuneReport, db: &TuningDb) -> usize {
+        let records = db
+            .records(&task.key().hash, &host_device().key().hash)
+            .expect("records");
+        let gflops = |cost: f64| task.dag().flop_count() as f64 / cost / 1e9;
+        let fastest = records
+            .iter()
+            .filter_map(|r| r.result.median())
+            .min_by(f64::total_cmp)
+            .expect("a record measured");
+        let best = report.best_gflops.expect("a best");
+        assert!(
+            (best - gflops(fastest)).abs() <= 1e-9 * best,
+            "best {best} GFLOP/s, the fastest record {} GFLOP/s",
+            gflops(fastest)
+        );
+        assert!(
+            records
+                .iter()
+                .any(|r| r.result.median() == Some(fastest) && r.steps == report.best_steps),
+            "the best steps {:?} are not a fastest record",
+            report.best_steps
+        );
+        let defaults: Vec<f64> = records
+            .iter()
+            .filter(|r| r.steps.is_empty())
+            .map(|r| r.result.median().expect("the default runs"))
+            .collect();
+        assert_eq!(defaults.len(), 1, "the default is measured once");
+        assert_eq!(
+            report.default_gflops,
+            Some(gflops(defaults[0])),
+            "the default's speed is its record's"
+        );
+        records.len()
+    }
+
     /// Proposals of a search fed fake costs (a function of the steps), so
     /// that nothing depends on timings.
     fn proposals(seed: u64, rounds: usize) -> Vec<Vec<tessera::schedule::Step>> {
@@ -147,7 +192,7 @@ mod tuning {
         assert_eq!(records.len(), 11, "10 candidates and the default");
         let keys: HashSet<u64> = records.iter().map(|r| steps_key(&r.steps)).collect();
         assert_eq!(keys.len(), records.len(), "no candidate measured twice");
-        assert!(report.default_gflops.is_some() && report.best_gflops >= report.default_gflops);
+        assert_report_is_the_records(&task, &report, &db);
         assert_eq!(report.curve.len(), 3, "batches of 4, 4 and 2");
     }
 
@@ -158,6 +203,7 @@ mod tuning {
         let path = dir.join("t.db");
         let mut db = TuningDb::open(&path).expect("db");
         let first = run(&mut db, &task, 8, 1);
+        assert_report_is_the_records(&task, &first, &db);
         drop(db);
         let mut db = TuningDb::open(&path).expect("db");
         let second = run(&mut db, &task, 8, 1);
@@ -171,14 +217,113 @@ mod tuning {
             17,
             "the second run proposes only new candidates"
         );
-        assert!(
-            second.best_gflops >= first.best_gflops,
-            "the best is over both runs"
+        assert_eq!(
+            assert_report_is_the_records(&task, &second, &db),
+            17,
+            "the best and the default are over both runs"
         );
+        assert_eq!(second.default_gflops, first.default_gflops);
+    }
+
+    /// A cost model with a fixed, arbitrary opinion (a hash of the steps) that
+    /// remembers what it was asked before it was first taught, and what it
+    /// was taught.
+    #[derive(Default)]
+    struct Opinionated {
+        /// Steps scored before the first update, with their scores.
+        asked: Vec<(f32, Vec<Step>)>,
+        /// Steps of each update, in order.
+        taught: Vec<Vec<Vec<Step>>>,
+    }
+
+    impl Opinionated {
+        fn score(steps: &[Step]) -> f32 {
+            // 24 bits: every score is exact in an f32, so ties are real ties.
+            (steps_key(steps) >> 40) as f32
+        }
+    }
+
+    impl CostModel for Opinionated {
+        fn name(&self) -> String {
+            "opinionated".into()
+        }
+
+        fn update(
+            &mut self,
+            _: &Task,
+            states: &[State],
+            results: &[MeasureResult],
+        ) -> Result<(), CostError> {
+            assert_eq!(states.len(), results.len());
+            self.taught
+                .push(states.iter().map(|s| s.steps().to_vec()).collect());
+            Ok(())
+        }
+
+        fn predict(&mut self, _: &Task, states: &[State]) -> Result<Vec<f32>, CostError> {
+            let scores: Vec<f32> = states.iter().map(|s| Self::score(s.steps())).collect();
+            if self.taught.is_empty() {
+                for (state, &score) in states.iter().zip(&scores) {
+                    self.asked.push((score, state.steps().to_vec()));
+                }
+            }
+            Ok(scores)
+        }
     }
 
     #[test]
-    fn the_learned_model_drives_the_search() {
+    fn the_cost_model_picks_the_first_batch_and_learns_every_measurement() {
+        let task = Task::from_registry("matmul", "M=32,N=32,K=32").expect("task");
+        let mut db = TuningDb::open_in_memory().expect("db");
+        let mut model = Opinionated::default();
+        // Batches are the model's best guesses only: no random candidates
+        // and no share kept for sketches the greedy picks leave out.
+        let mut options = options(8, 2);
+        options.search.eps_greedy = 0.0;
+        options.search.sketch_share = 0.0;
+        let report = tune(
+            &task,
+            &mut measurer(),
+            Some(&mut db),
+            &mut model,
+            &options,
+            &|_, _, _| {},
+            &AtomicBool::new(false),
+        )
+        .expect("tunes");
+        assert_eq!(report.trials, 8);
+        // The model's four favourites among the distinct candidates it was
+        // shown (the default was measured before and is never proposed).
+        let distinct: HashMap<u64, f32> = model
+            .asked
+            .iter()
+            .filter(|(_, steps)| !steps.is_empty())
+            .map(|(score, steps)| (steps_key(steps), *score))
+            .collect();
+        let mut asked: Vec<(f32, u64)> = distinct.into_iter().map(|(k, s)| (s, k)).collect();
+        asked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        assert!(asked.len() > 16, "{} candidates scored", asked.len());
+        assert!(asked[3].0 > asked[4].0, "no tie at the cut");
+        let favourites: HashSet<u64> = asked[..4].iter().map(|&(_, key)| key).collect();
+        assert_eq!(model.taught.len(), 2, "batches of 4 and 4");
+        let first: HashSet<u64> = model.taught[0].iter().map(|s| steps_key(s)).collect();
+        assert_eq!(first, favourites, "the first batch is the model's top 4");
+        // Every measured candidate, and only those, taught the model.
+        let records = db
+            .records(&task.key().hash, &host_device().key().hash)
+            .expect("records");
+        let measured: HashSet<u64> = records
+            .iter()
+            .filter(|r| !r.steps.is_empty())
+            .map(|r| steps_key(&r.steps))
+            .collect();
+        let taught: HashSet<u64> = model.taught.concat().iter().map(|s| steps_key(s)).collect();
+        assert_eq!(taught, measured);
+        assert_report_is_the_records(&task, &report, &db);
+    }
+
+    #[test]
+    fn the_learned_model_trains_on_every_candidate_it_saw_measured() {
         let task = Task::from_registry("matmul", "M=32,N=32,K=32").expect("task");
         let mut db = TuningDb::open_in_memory().expect("db");
         let mut model =
@@ -195,7 +340,8 @@ mod tuning {
         .expect("tunes");
         assert_eq!(report.trials, 12);
         assert!(report.errors.is_empty(), "{:?}", report.errors);
-        assert!(report.best_gflops.expect("measured") > 0.0);
+        assert_eq!(model.training_set().len(), 12, "one row per trial");
+        assert_report_is_the_records(&task, &report, &db);
     }
 }
 

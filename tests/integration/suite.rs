@@ -7,6 +7,9 @@ use common::{Scratch, tessera};
 use std::path::Path;
 use std::process::Output;
 
+use tessera::db::{TuningDb, TuningRecord};
+use tessera::schedule::Step;
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -32,6 +35,49 @@ const FAST: &[&str] = &[
     "--model",
     "random",
 ];
+
+/// Checks a task of the JSON summary against the database: its best is the
+/// fastest record of its workload (one of them on a tie), at that record's
+/// speed, and its default is the measurement of the empty step list.
+fn assert_best_and_default_are_the_records(task: &serde_json::Value, records: &[TuningRecord]) {
+    let key = task["workload_key"].as_str().expect("key");
+    let (readable, short_hash) = key.rsplit_once('#').expect("readable#hash");
+    let mine: Vec<&TuningRecord> = records
+        .iter()
+        .filter(|r| r.workload.readable == readable && r.workload.key.starts_with(short_hash))
+        .collect();
+    let flops = task["flops"].as_f64().expect("flops");
+    let gflops = |cost: f64| flops / cost / 1e9;
+    let fastest = mine
+        .iter()
+        .filter_map(|r| r.result.median())
+        .min_by(f64::total_cmp)
+        .expect("a record measured");
+    let best = task["best_gflops"].as_f64().expect("best");
+    assert!(
+        (best - gflops(fastest)).abs() <= 1e-9 * best,
+        "{key}: best {best} GFLOP/s, the fastest record {}",
+        gflops(fastest)
+    );
+    let best_steps: Vec<Step> =
+        serde_json::from_value(task["best_steps"].clone()).expect("best steps");
+    assert!(
+        mine.iter()
+            .any(|r| r.result.median() == Some(fastest) && r.steps == best_steps),
+        "{key}: the best steps {best_steps:?} are not a fastest record"
+    );
+    let defaults: Vec<f64> = mine
+        .iter()
+        .filter(|r| r.steps.is_empty())
+        .filter_map(|r| r.result.median())
+        .collect();
+    assert_eq!(defaults.len(), 1, "{key}: the default measured once");
+    assert_eq!(
+        task["default_gflops"].as_f64(),
+        Some(gflops(defaults[0])),
+        "{key}: the default's speed is its record's"
+    );
+}
 
 #[test]
 fn a_suite_shares_the_budget_and_plots_every_task() {
@@ -76,11 +122,20 @@ fn a_suite_shares_the_budget_and_plots_every_task() {
         .sum();
     assert!((2..=8).contains(&trials), "{trials} trials");
     assert_eq!(report["trials"].as_u64(), Some(trials));
+    let records = TuningDb::open(Path::new(&db))
+        .expect("db")
+        .all_records()
+        .expect("records");
+    assert_eq!(
+        records.len() as u64,
+        trials + 2,
+        "every trial and each default recorded"
+    );
     for t in tasks {
         assert!(t["rounds"].as_u64().expect("rounds") >= 1, "{t}");
         assert!(t["default_gflops"].as_f64().expect("default measured") > 0.0);
-        assert!(t["best_gflops"].as_f64() >= t["default_gflops"].as_f64());
         assert!(t["workload_key"].as_str().expect("key").contains('#'));
+        assert_best_and_default_are_the_records(t, &records);
     }
     let allocation: Vec<u64> = report["allocation"]
         .as_array()
