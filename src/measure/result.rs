@@ -107,12 +107,7 @@ impl MeasureResult {
 
     /// The median of the costs (seconds per run), if measured.
     pub fn median(&self) -> Option<f64> {
-        let mut sorted = self.costs.clone();
-        sorted.sort_by(f64::total_cmp);
-        sorted
-            .get(sorted.len() / 2)
-            .copied()
-            .filter(|_| self.is_ok())
+        (self.is_ok() && !self.costs.is_empty()).then(|| super::timing::median(&self.costs))
     }
 
     /// The smallest cost (seconds per run), if measured.
@@ -149,10 +144,12 @@ mod tests {
     #[test]
     fn median_and_min_only_for_successes() {
         let mut r = MeasureResult::error(MeasureErrorKind::WrongResult, "differs", 0.1);
-        r.costs = vec![3.0, 1.0, 2.0];
+        r.costs = vec![3.0, 1.0, 2.0, 10.0, 4.0];
         assert_eq!(r.median(), None);
         r.error_kind = MeasureErrorKind::None;
-        assert_eq!(r.median(), Some(2.0));
+        assert_eq!(r.median(), Some(3.0), "the middle cost, not the mean (4)");
         assert_eq!(r.min(), Some(1.0));
+        r.costs.clear();
+        assert_eq!((r.median(), r.min()), (None, None));
     }
 }

@@ -6,7 +6,8 @@
 //! evicted from the CPU caches before each repeat (use `number = 1` and
 //! `min_repeat_ms = 0` to time every run cold).
 
-use std::time::Instant;
+use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -65,7 +66,8 @@ impl Timing {
     }
 }
 
-/// The median of `values` (NaN when empty).
+/// The median of `values`: the upper of the two middle values for an even
+/// count (NaN when empty).
 pub fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
@@ -76,10 +78,76 @@ pub fn median(values: &[f64]) -> f64 {
 /// doubles it, so this covers a factor of 2^20.
 const MAX_CALIBRATION_TRIES: usize = 20;
 
-/// Times `run` with the protocol of the module docs; `flush` evicts the
-/// inputs from the caches and is called before each repeat when
-/// `options.flush_cache` is set.
-pub fn time_runs(
+/// Where the timing protocol reads the time: [`MonotonicClock`] in
+/// production; a test injects a clock that its `run` closure advances
+/// (such as [`ManualClock`]) to check the protocol without real time.
+pub trait Clock {
+    /// The time since a fixed origin of this clock; it never decreases.
+    fn now(&self) -> Duration;
+}
+
+/// The real clock: [`Instant`], from when the clock was made.
+#[derive(Clone, Copy, Debug)]
+pub struct MonotonicClock {
+    origin: Instant,
+}
+
+impl MonotonicClock {
+    /// A clock whose origin is now.
+    pub fn new() -> Self {
+        MonotonicClock {
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for MonotonicClock {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+/// A clock that moves only when told to: the code under test advances it
+/// by the time each piece of work is meant to take.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    now: Cell<Duration>,
+}
+
+impl ManualClock {
+    /// A clock at its origin.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock `by` forward.
+    pub fn advance(&self, by: Duration) {
+        self.now.set(self.now.get() + by);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Duration {
+        self.now.get()
+    }
+}
+
+/// Times `run` with the protocol of the module docs on the real clock;
+/// `flush` evicts the inputs from the caches and is called before each
+/// repeat when `options.flush_cache` is set.
+pub fn time_runs(options: &TimingOptions, run: impl FnMut(), flush: impl FnMut()) -> Timing {
+    time_runs_on(&MonotonicClock::new(), options, run, flush)
+}
+
+/// [`time_runs`] reading the time from `clock`.
+pub fn time_runs_on(
+    clock: &impl Clock,
     options: &TimingOptions,
     mut run: impl FnMut(),
     mut flush: impl FnMut(),
@@ -91,11 +159,11 @@ pub fn time_runs(
         if options.flush_cache {
             flush();
         }
-        let start = Instant::now();
+        let start = clock.now();
         for _ in 0..number {
             run();
         }
-        start.elapsed().as_secs_f64()
+        clock.now().saturating_sub(start).as_secs_f64()
     };
     let min_repeat = options.min_repeat_ms.max(0.0) / 1e3;
     let mut number = options.number.max(1);
@@ -133,9 +201,72 @@ pub fn time_runs(
 mod tests {
     use super::*;
 
+    /// What the fake kernel saw, in order.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Event {
+        Run,
+        Flush,
+    }
+
+    /// Times a fake kernel on a [`ManualClock`]: its `n`-th run (from 0,
+    /// warm-ups included) takes `micros(n)` µs of the clock. Returns the
+    /// timing and every run and flush in order.
+    fn fake_timing(options: &TimingOptions, micros: impl Fn(usize) -> u64) -> (Timing, Vec<Event>) {
+        let clock = ManualClock::new();
+        let events = std::cell::RefCell::new(Vec::new());
+        let mut runs = 0;
+        let timing = time_runs_on(
+            &clock,
+            options,
+            || {
+                clock.advance(Duration::from_micros(micros(runs)));
+                runs += 1;
+                events.borrow_mut().push(Event::Run);
+            },
+            || events.borrow_mut().push(Event::Flush),
+        );
+        (timing, events.into_inner())
+    }
+
+    /// `flush`, when flushing, then `number` runs, `repeats` times.
+    fn repeats(flush: bool, number: usize, repeats: usize) -> Vec<Event> {
+        let one = flush
+            .then_some(Event::Flush)
+            .into_iter()
+            .chain(std::iter::repeat_n(Event::Run, number));
+        one.cycle()
+            .take((number + usize::from(flush)) * repeats)
+            .collect()
+    }
+
+    fn assert_costs(timing: &Timing, seconds: &[f64]) {
+        assert_eq!(timing.costs.len(), seconds.len(), "{timing:?}");
+        for (got, want) in timing.costs.iter().zip(seconds) {
+            assert!(
+                (got - want).abs() <= 1e-12 * want,
+                "{timing:?}, want {seconds:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn warm_up_runs_come_first_and_are_not_timed() {
+        let options = TimingOptions {
+            warmup: 3,
+            number: 1,
+            repeat: 4,
+            min_repeat_ms: 0.5,
+            flush_cache: false,
+        };
+        // The warm-ups take a second each (a cold first call); timed runs 1 ms.
+        let (timing, events) = fake_timing(&options, |n| if n < 3 { 1_000_000 } else { 1000 });
+        assert_eq!(timing.number, 1);
+        assert_costs(&timing, &[1e-3; 4]);
+        assert_eq!(events, repeats(false, 1, 3 + 4));
+    }
+
     #[test]
     fn number_is_raised_until_a_repeat_lasts_min_repeat_ms() {
-        let mut runs = 0usize;
         let options = TimingOptions {
             warmup: 2,
             number: 1,
@@ -143,28 +274,19 @@ mod tests {
             min_repeat_ms: 5.0,
             flush_cache: true,
         };
-        let mut flushes = 0usize;
-        let timing = time_runs(
-            &options,
-            || {
-                runs += 1;
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            },
-            || flushes += 1,
-        );
-        assert_eq!(timing.costs.len(), 4);
-        // A sleep of 0.2 ms lasts at least that, so 5 ms needs ≤ 25 runs
-        // and more than one; the calibrated repeat lasts ≥ 5 ms.
-        assert!((2..=25).contains(&timing.number), "{}", timing.number);
-        assert!(timing.costs[0] * timing.number as f64 >= 5e-3);
-        assert!(timing.costs.iter().all(|&c| c >= 200e-6));
-        assert!(runs >= 2 + 4 * timing.number);
-        assert!(flushes >= 4);
+        let (timing, events) = fake_timing(&options, |_| 200);
+        // One run lasts 0.2 ms, short of 5 ms: number becomes
+        // ⌈1 × 5 ms × 1.1 / 0.2 ms⌉ = 28 (5.6 ms), and every repeat runs 28.
+        assert_eq!(timing.number, 28);
+        assert_costs(&timing, &[200e-6; 4]);
+        let mut expected = repeats(false, 1, 2);
+        expected.extend(repeats(true, 1, 1));
+        expected.extend(repeats(true, 28, 4));
+        assert_eq!(events, expected);
     }
 
     #[test]
     fn a_repeat_cut_short_by_a_faster_machine_raises_number_again() {
-        let mut runs = 0usize;
         let options = TimingOptions {
             warmup: 0,
             number: 1,
@@ -172,24 +294,35 @@ mod tests {
             min_repeat_ms: 5.0,
             flush_cache: false,
         };
-        // Slow while calibrating (a busy machine), four times faster after.
-        let timing = time_runs(
-            &options,
-            || {
-                runs += 1;
-                let micros = if runs <= 4 { 2000 } else { 500 };
-                std::thread::sleep(std::time::Duration::from_micros(micros));
-            },
-            || {},
-        );
-        assert_eq!(timing.costs.len(), 3);
-        assert!(
-            timing
-                .costs
-                .iter()
-                .all(|c| c * timing.number as f64 >= 5e-3),
-            "{timing:?}"
-        );
+        // 2 ms per run while calibrating (a busy machine), 0.4 ms after.
+        let (timing, events) = fake_timing(&options, |n| if n < 4 { 2000 } else { 400 });
+        // Calibration: 1 run (2 ms), then ⌈5.5 / 2⌉ = 3 runs (6 ms, kept).
+        // The next repeat of 3 lasts 1.2 ms: number becomes ⌈3 × 5.5 / 1.2⌉
+        // = 14 and the series restarts, the calibration's 2 ms dropped.
+        assert_eq!(timing.number, 14);
+        assert_costs(&timing, &[400e-6; 3]);
+        assert_eq!(events.len(), 1 + 3 + 3 + 14 * 3);
+    }
+
+    #[test]
+    fn the_median_is_the_middle_repeat_not_the_mean() {
+        let options = TimingOptions {
+            warmup: 0,
+            number: 1,
+            repeat: 5,
+            min_repeat_ms: 0.0,
+            flush_cache: false,
+        };
+        let millis = [3, 1, 2, 10, 4];
+        let (timing, events) = fake_timing(&options, |n| millis[n] * 1000);
+        assert_eq!(events, repeats(false, 1, 5));
+        assert_costs(&timing, &[3e-3, 1e-3, 2e-3, 10e-3, 4e-3]);
+        // The mean would be 4 ms: one slow repeat must not move the cost.
+        assert_eq!(timing.median(), 3e-3);
+        assert_eq!(timing.min(), 1e-3);
+        assert!((timing.relative_spread() - 3.0).abs() < 1e-12, "{timing:?}");
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 3.0, "the upper middle");
+        assert!(median(&[]).is_nan());
     }
 
     #[test]
@@ -205,5 +338,32 @@ mod tests {
         let timing = time_runs(&options, || runs += 1, || {});
         assert_eq!((timing.costs.len(), timing.number, runs), (1, 1, 1));
         assert_eq!(timing.median(), timing.min());
+    }
+
+    /// The real clock: only lower bounds, which a sleep guarantees however
+    /// busy the machine (the protocol's arithmetic is checked above).
+    #[test]
+    fn the_real_clock_sees_at_least_the_time_slept() {
+        let options = TimingOptions {
+            warmup: 0,
+            number: 1,
+            repeat: 2,
+            min_repeat_ms: 2.0,
+            flush_cache: false,
+        };
+        let timing = time_runs(
+            &options,
+            || std::thread::sleep(Duration::from_micros(200)),
+            || {},
+        );
+        assert_eq!(timing.costs.len(), 2);
+        assert!(timing.costs.iter().all(|&c| c >= 200e-6), "{timing:?}");
+        assert!(
+            timing
+                .costs
+                .iter()
+                .all(|c| c * timing.number as f64 >= 2e-3),
+            "{timing:?}"
+        );
     }
 }

@@ -1,6 +1,12 @@
 //! Random valid step lists, for property tests and fuzzing: each proposed
 //! step is drawn from what the current state offers and kept only if it
-//! applies, so invalid proposals also exercise the validation paths.
+//! applies, so invalid proposals also exercise the validation paths. A
+//! [`RandomScheduleStats`] tallies, per kind of step, how many were proposed
+//! and how many applied, so that a test notices when some kind stops
+//! landing and its schedules quietly thin out.
+
+use std::collections::BTreeMap;
+use std::fmt;
 
 use rand::seq::SliceRandom;
 use rand::{Rng, RngExt};
@@ -13,19 +19,131 @@ use super::step::{Annotation, Step};
 /// A random schedule of `dag` with up to `steps` applied steps (at most
 /// `8 × steps` proposals).
 pub fn random_schedule<R: Rng>(dag: &ComputeDag, rng: &mut R, steps: usize) -> State {
+    random_schedule_tallied(dag, rng, steps, &mut RandomScheduleStats::default())
+}
+
+/// [`random_schedule`], adding each proposal and whether it applied to `stats`.
+pub fn random_schedule_tallied<R: Rng>(
+    dag: &ComputeDag,
+    rng: &mut R,
+    steps: usize,
+    stats: &mut RandomScheduleStats,
+) -> State {
     let mut state = State::new(dag);
     let mut applied = 0;
     for _ in 0..steps * 8 {
         if applied == steps {
             break;
         }
-        if let Some(step) = propose(&state, rng)
-            && state.apply(step).is_ok()
-        {
-            applied += 1;
+        if let Some(step) = propose(&state, rng) {
+            let kind = step_kind(&step);
+            let landed = state.apply(step).is_ok();
+            stats.record(kind, landed);
+            applied += usize::from(landed);
         }
     }
     state
+}
+
+/// Every kind of step [`propose`] draws, as [`step_kind`] names them:
+/// annotations by what they mark, cache reads by whether they transpose.
+pub const PROPOSED_KINDS: [&str; 15] = [
+    "split",
+    "reorder",
+    "fuse",
+    "annotate parallel",
+    "annotate unroll",
+    "annotate none",
+    "annotate vectorize",
+    "compute_at",
+    "compute_inline",
+    "compute_root",
+    "cache_write",
+    "cache_read",
+    "cache_read transposed",
+    "rfactor",
+    "pragma",
+];
+
+/// The kind of `step`, as [`RandomScheduleStats`] counts it.
+pub fn step_kind(step: &Step) -> &'static str {
+    match step {
+        Step::Split { .. } => "split",
+        Step::Reorder { .. } => "reorder",
+        Step::Fuse { .. } => "fuse",
+        Step::Annotate { annotation, .. } => match annotation {
+            Annotation::Parallel => "annotate parallel",
+            Annotation::Unroll => "annotate unroll",
+            Annotation::None => "annotate none",
+            Annotation::Vectorize => "annotate vectorize",
+        },
+        Step::ComputeAt { .. } => "compute_at",
+        Step::ComputeInline { .. } => "compute_inline",
+        Step::ComputeRoot { .. } => "compute_root",
+        Step::CacheWrite { .. } => "cache_write",
+        Step::CacheRead { layout: None, .. } => "cache_read",
+        Step::CacheRead {
+            layout: Some(_), ..
+        } => "cache_read transposed",
+        Step::Rfactor { .. } => "rfactor",
+        Step::Pragma { .. } => "pragma",
+        Step::Tensorize { .. } => "tensorize",
+    }
+}
+
+/// Proposals and applied steps of one kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KindTally {
+    /// Steps of this kind proposed.
+    pub proposed: usize,
+    /// Those that applied and are in a schedule.
+    pub applied: usize,
+}
+
+/// What random schedules were made of: per kind of step (see
+/// [`step_kind`]), how many were proposed and how many applied.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RandomScheduleStats {
+    /// The tally of each kind seen.
+    pub by_kind: BTreeMap<&'static str, KindTally>,
+}
+
+impl RandomScheduleStats {
+    /// Counts one proposal of `kind`, applied or not.
+    pub fn record(&mut self, kind: &'static str, applied: bool) {
+        let tally = self.by_kind.entry(kind).or_default();
+        tally.proposed += 1;
+        tally.applied += usize::from(applied);
+    }
+
+    /// Steps of `kind` that applied.
+    pub fn applied(&self, kind: &str) -> usize {
+        self.by_kind.get(kind).map_or(0, |t| t.applied)
+    }
+
+    /// The kinds of [`PROPOSED_KINDS`] that applied fewer than `minimum`
+    /// times, with their tallies: empty when every kind landed enough.
+    pub fn kinds_below(&self, minimum: usize) -> Vec<(&'static str, KindTally)> {
+        PROPOSED_KINDS
+            .iter()
+            .map(|&kind| (kind, self.by_kind.get(kind).copied().unwrap_or_default()))
+            .filter(|(_, tally)| tally.applied < minimum)
+            .collect()
+    }
+}
+
+impl fmt::Display for RandomScheduleStats {
+    /// One `kind: applied/proposed` line per kind.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (kind, tally) in &self.by_kind {
+            writeln!(
+                f,
+                "{kind:>22}: {:>5} applied of {:>5} proposed",
+                tally.applied, tally.proposed
+            )?;
+        }
+        Ok(())
+    }
 }
 
 fn pick<'a, T, R: Rng>(items: &'a [T], rng: &mut R) -> Option<&'a T> {
@@ -153,4 +271,52 @@ pub fn propose<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
         },
     };
     Some(step)
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use super::*;
+    use crate::ops;
+
+    /// `PROPOSED_KINDS` is what the property tests hold to a minimum: a kind
+    /// `propose` learns to draw must be listed there, or its thinning out
+    /// would go unnoticed.
+    #[test]
+    fn every_kind_proposed_is_listed_and_every_listed_kind_is_proposed() {
+        let mut stats = RandomScheduleStats::default();
+        for (op, shape) in [("conv2d", "C=2,H=6,W=6,K=3"), ("softmax", "M=4,N=9")] {
+            let spec = ops::find(op).expect("registered");
+            let dag = spec
+                .build(&spec.parse_shape(shape).expect("shape"))
+                .expect("dag");
+            let mut rng = StdRng::seed_from_u64(3);
+            for _ in 0..40 {
+                random_schedule_tallied(&dag, &mut rng, 12, &mut stats);
+            }
+        }
+        let unlisted: Vec<_> = stats
+            .by_kind
+            .keys()
+            .filter(|k| !PROPOSED_KINDS.contains(k))
+            .collect();
+        assert!(unlisted.is_empty(), "not in PROPOSED_KINDS: {unlisted:?}");
+        assert_eq!(stats.kinds_below(1), vec![], "{stats}");
+    }
+
+    #[test]
+    fn the_tally_counts_proposals_and_applied_steps_apart() {
+        let mut stats = RandomScheduleStats::default();
+        stats.record("rfactor", false);
+        stats.record("rfactor", true);
+        stats.record("split", true);
+        assert_eq!(stats.applied("rfactor"), 1);
+        assert_eq!(stats.by_kind["rfactor"].proposed, 2);
+        assert_eq!(stats.applied("compute_at"), 0);
+        let below: Vec<&str> = stats.kinds_below(1).iter().map(|(k, _)| *k).collect();
+        assert!(below.contains(&"compute_at") && !below.contains(&"rfactor"));
+        assert!(!below.contains(&"split"));
+    }
 }

@@ -7,7 +7,8 @@ use common::{assert_close, build, random_inputs, reduction_length, reference, sm
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tessera::codegen::{self, CodegenOptions};
-use tessera::schedule::{State, random::random_schedule, steps_from_json};
+use tessera::schedule::random::{RandomScheduleStats, random_schedule_tallied};
+use tessera::schedule::{State, steps_from_json};
 use tessera::te::ComputeDag;
 use tessera::tir;
 
@@ -76,11 +77,12 @@ fn random_schedules_compile_to_the_reference() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
     let (mut ran, mut compiled_only) = (0, 0);
+    let mut stats = RandomScheduleStats::default();
     for (n, (op, params)) in small_cases().iter().enumerate() {
         let dag = build(op, params);
         for seed in 0..per_op {
             let mut rng = StdRng::seed_from_u64(seed * 7919 + n as u64);
-            let state = random_schedule(&dag, &mut rng, 12);
+            let state = random_schedule_tallied(&dag, &mut rng, 12, &mut stats);
             if check_state(&format!("{op} seed {seed}"), &dag, &state, seed) {
                 ran += 1;
             } else {
@@ -88,9 +90,21 @@ fn random_schedules_compile_to_the_reference() {
             }
         }
     }
-    eprintln!("random schedules: {ran} run, {compiled_only} only compiled (too large to run)");
+    // At the default 10 cases per op the rarest kind (a transposing
+    // cache_read) applies about 40 times: each kind must apply at least a
+    // quarter of that, scaled to the number of cases (10 at the default).
+    let minimum = per_op as usize;
+    eprintln!(
+        "random schedules: {ran} run, {compiled_only} only compiled (too large to run); \
+         steps of each kind (at least {minimum} must apply):\n{stats}"
+    );
     assert!(
         ran >= 20 * per_op as usize,
         "only {ran} random schedules were run"
+    );
+    let thin = stats.kinds_below(minimum);
+    assert!(
+        thin.is_empty(),
+        "step kinds that applied fewer than {minimum} times: {thin:?}\n{stats}"
     );
 }

@@ -1,7 +1,9 @@
 //! The integration and property tests, as one test binary: one link of
 //! Cranelift, egg, SQLite and the learners instead of one per file. Each
 //! module is one area (`cargo test --test integration tensorize::` runs one);
-//! `common` holds the helpers they share. Two test programs stay apart:
+//! `common` holds the helpers they share; `realtime` holds the checks that
+//! need a quiet machine's clock, ignored here and run alone by `.ci/run`'s
+//! last step. Two test programs stay apart:
 //! `custom_op` registers `op!` operators, which would change the registry
 //! every other module lists, and `custom_op_cli` is a user program with its
 //! own `main`.
@@ -24,6 +26,7 @@ mod jit_equivalence;
 mod kernel_api;
 mod measure_isolation;
 mod ops_reference;
+mod realtime;
 mod schedule_equivalence;
 mod search;
 mod simplify_report;

@@ -8,7 +8,8 @@ use common::{assert_close, build, random_inputs, reduction_length, reference, sm
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tessera::ops;
-use tessera::schedule::{State, Step, random::random_schedule, steps_from_json};
+use tessera::schedule::random::{RandomScheduleStats, random_schedule, random_schedule_tallied};
+use tessera::schedule::{State, Step, steps_from_json};
 use tessera::te::ComputeDag;
 use tessera::tir;
 
@@ -304,12 +305,13 @@ fn replay_is_deterministic_and_json_round_trips() {
         assert_eq!(back, state.steps());
         let again = State::replay(&dag, &back).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(again.to_text(), state.to_text());
-        let (a, b) = (tir::lower(&state), tir::lower(&again));
-        assert_eq!(
-            a.map(|f| f.to_string()).ok(),
-            b.map(|f| f.to_string()).ok(),
-            "{json}"
-        );
+        // Both must lower: two failures would compare equal as `None`s.
+        let lowered = |s: &State| {
+            tir::lower(s)
+                .unwrap_or_else(|e| panic!("lowering: {e}\nsteps: {json}"))
+                .to_string()
+        };
+        assert_eq!(lowered(&state), lowered(&again), "{json}");
     }
 }
 
@@ -326,11 +328,12 @@ fn random_schedules_match_the_reference() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(12);
     let (mut checked, mut skipped) = (0, 0);
+    let mut stats = RandomScheduleStats::default();
     for (n, (op, params)) in cases.iter().enumerate() {
         let dag = build(op, params);
         for seed in 0..per_op {
             let mut rng = StdRng::seed_from_u64(seed * 1000 + n as u64);
-            let state = random_schedule(&dag, &mut rng, steps);
+            let state = random_schedule_tallied(&dag, &mut rng, steps, &mut stats);
             if check_state(&format!("{op} seed {seed}"), &dag, &state, seed) {
                 checked += 1;
             } else {
@@ -338,10 +341,27 @@ fn random_schedules_match_the_reference() {
             }
         }
     }
-    eprintln!("random schedules: {checked} checked, {skipped} too large to interpret");
+    // At the default 12 cases per op the rarest kind (a transposing
+    // cache_read) lands about 40 times, the rest 48 to 1400: each kind must
+    // land at least a quarter of that, scaled to the number of cases, so a
+    // kind that stops applying (or mostly stops) fails here by name instead
+    // of leaving simpler schedules that still pass.
+    let minimum = 10 * per_op as usize / 12;
+    eprintln!(
+        "random schedules: {checked} checked, {skipped} too large to interpret; \
+         steps of each kind (at least {minimum} must apply):\n{stats}"
+    );
     assert!(
         checked >= 20 * per_op as usize,
         "only {checked} of {} random schedules were small enough to check",
         checked + skipped
+    );
+    if minimum == 0 {
+        eprintln!("skipped: the per-kind minimum needs TESSERA_PROPTEST_CASES of 2 or more");
+    }
+    let thin = stats.kinds_below(minimum);
+    assert!(
+        thin.is_empty(),
+        "step kinds that applied fewer than {minimum} times: {thin:?}\n{stats}"
     );
 }

@@ -312,6 +312,7 @@ fn micro_kernel_isa_cap_forces_fallback() {
 #[ignore = "run in a child process with TESSERA_ISA set"]
 fn micro_kernel_env_override_child() {
     if std::env::var("TESSERA_ISA").as_deref() != Ok("sse") {
+        eprintln!("skipped: needs TESSERA_ISA=sse, as micro_kernel_env_override_caps_isa runs it");
         return;
     }
     let target = Target::from_env();
