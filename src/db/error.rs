@@ -57,6 +57,25 @@ pub enum DbError {
     /// A device or workload selector that matches nothing or too much.
     #[error("{0}")]
     Selector(String),
+    /// A write failed on purpose (a test hook:
+    /// [`TuningDb::inject_write_fault`](super::TuningDb::inject_write_fault)).
+    #[error(
+        "tuning database {path}: write fault injected after record {row}; its batch was rolled back"
+    )]
+    InjectedFault {
+        /// The database file.
+        path: PathBuf,
+        /// The record after which it struck (counted from 1).
+        row: usize,
+    },
+    /// `TESSERA_DB_ABORT_AFTER_ROW` holds something other than a positive number.
+    #[error(
+        "TESSERA_DB_ABORT_AFTER_ROW={value} is not a positive record count (a test hook); unset it"
+    )]
+    BadAbortAfterRow {
+        /// The value found.
+        value: String,
+    },
 }
 
 fn summarize(errors: &[(usize, String)]) -> String {

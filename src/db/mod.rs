@@ -12,6 +12,7 @@ mod lookup;
 mod record;
 mod schema;
 mod store;
+mod write_fault;
 
 use std::path::PathBuf;
 
@@ -21,6 +22,7 @@ pub use lookup::{Lookup, SkippedRecord, ValidRecords};
 pub use record::{DeviceInfo, TuningRecord, WorkloadInfo};
 pub use schema::SCHEMA_VERSION;
 pub use store::{TuningDb, WorkloadSummary};
+pub use write_fault::{ABORT_AFTER_ROW_ENV, WriteFault, WriteFaultAction};
 
 /// The default database: `TESSERA_DB` if set, else `tuning_logs/tuning.db`
 /// (relative to the working directory).

@@ -13,6 +13,7 @@ use crate::schedule::Step;
 use super::error::DbError;
 use super::record::{DeviceInfo, TuningRecord, WorkloadInfo};
 use super::schema::{SCHEMA_VERSION, Version, migrate};
+use super::write_fault::WriteFault;
 
 /// How long a writer waits for another writer's transaction.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -21,6 +22,10 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct TuningDb {
     conn: Connection,
     path: PathBuf,
+    /// The injected write fault, if any (a test hook).
+    write_fault: Option<WriteFault>,
+    /// Records written (or tried) since the write fault was set.
+    rows_written: usize,
 }
 
 /// The columns [`TuningDb::row_to_record`] reads, in order.
@@ -124,7 +129,12 @@ impl TuningDb {
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(sql)?;
         match migrate(&mut conn).map_err(sql)? {
-            Version::Current => Ok(TuningDb { conn, path }),
+            Version::Current => Ok(TuningDb {
+                conn,
+                path,
+                write_fault: WriteFault::from_env()?,
+                rows_written: 0,
+            }),
             Version::Newer(found) => Err(DbError::NewerSchema {
                 path,
                 found,
@@ -135,7 +145,22 @@ impl TuningDb {
 
     /// Wraps an open connection without migrating it (for reading another database).
     pub(crate) fn from_connection(conn: Connection, path: PathBuf) -> TuningDb {
-        TuningDb { conn, path }
+        TuningDb {
+            conn,
+            path,
+            write_fault: None,
+            rows_written: 0,
+        }
+    }
+
+    /// Test hook: makes a later batch write fail (or the process abort)
+    /// right after a chosen record is inserted, before its batch commits, so
+    /// that tests can check that a batch is stored whole or not at all.
+    /// Replaces any fault set before (or asked for by
+    /// [`ABORT_AFTER_ROW_ENV`](super::ABORT_AFTER_ROW_ENV)); `None` removes it.
+    pub fn inject_write_fault(&mut self, fault: Option<WriteFault>) {
+        self.write_fault = fault;
+        self.rows_written = 0;
     }
 
     /// Writes a consistent copy of the whole database to `to` (one file,
@@ -215,32 +240,40 @@ impl TuningDb {
     /// Stores `records` in one transaction, skipping ones already stored
     /// (same fingerprint); returns how many were new.
     pub fn insert_all(&mut self, records: &[TuningRecord]) -> Result<usize, DbError> {
+        let (fault, first_row) = (self.write_fault, self.rows_written);
+        self.rows_written += records.len();
+        let path = self.path.clone();
         self.write(|tx| {
             let mut added = 0;
-            for record in records {
-                added += insert(tx, record)?;
+            for (n, record) in records.iter().enumerate() {
+                added += insert(tx, record).map_err(|source| DbError::Sqlite {
+                    path: path.clone(),
+                    source,
+                })?;
+                if let Some(fault) = &fault {
+                    fault.strike_at(first_row + n + 1, &path)?;
+                }
             }
             Ok(added)
         })
     }
 
     /// Runs `work` in one write transaction (taken at once, so concurrent
-    /// writers queue on the busy timeout instead of failing on upgrade).
+    /// writers queue on the busy timeout instead of failing on upgrade);
+    /// when `work` fails, the transaction is rolled back.
     fn write<T>(
         &mut self,
-        work: impl FnOnce(&Transaction) -> rusqlite::Result<T>,
+        work: impl FnOnce(&Transaction) -> Result<T, DbError>,
     ) -> Result<T, DbError> {
         let path = self.path.clone();
         let sql = |source| DbError::Sqlite { path, source };
-        let run = || {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let value = work(&tx)?;
-            tx.commit()?;
-            Ok(value)
-        };
-        run().map_err(sql)
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql.clone())?;
+        let value = work(&tx)?;
+        tx.commit().map_err(sql)?;
+        Ok(value)
     }
 
     /// The `k` fastest successful records of `workload` on `device` (key
@@ -393,6 +426,7 @@ impl TuningDb {
     /// Keeps the `keep` fastest successful records of each workload on each
     /// device and deletes every other record; returns how many were deleted.
     pub fn prune(&mut self, keep: usize) -> Result<usize, DbError> {
+        let path = self.path.clone();
         self.write(|tx| {
             tx.execute(
                 "DELETE FROM records WHERE id NOT IN (\
@@ -401,6 +435,7 @@ impl TuningDb {
                    FROM records WHERE cost IS NOT NULL) WHERE rank <= ?1)",
                 params![keep as i64],
             )
+            .map_err(|source| DbError::Sqlite { path, source })
         })
     }
 

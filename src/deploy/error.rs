@@ -93,6 +93,11 @@ pub enum DeployError {
         /// What failed.
         reason: String,
     },
+    /// `TESSERA_VERIFY_WRONG_ANSWER` (a test hook) is not what it must be.
+    #[error(
+        "TESSERA_VERIFY_WRONG_ANSWER={0} is not a list of KIND:WORKLOAD (KIND plain or prepacked=RELATIVE_ERROR, separated by ';'); unset it"
+    )]
+    BadWrongAnswerHook(String),
     /// The measurer could not work (verifying artifacts needs it).
     #[error(transparent)]
     Measure(#[from] crate::measure::MeasureError),

@@ -29,4 +29,7 @@ pub use library::{FallbackReason, KernelSource, Library, LoadedKernel, Resolutio
 pub use permute::pack_input;
 pub use prepacked::PrepackedKernel;
 pub use rename::translate_steps;
-pub use verify::{VerifiedArtifact, VerifyOutcome, VerifyReport, verify};
+pub use verify::{
+    InjectedWrongAnswer, VerifiedArtifact, VerifyOutcome, VerifyReport, WRONG_ANSWER_ENV,
+    WrongAnswer, verify, verify_with,
+};

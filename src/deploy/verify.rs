@@ -11,11 +11,24 @@
 //! out ahead of time, run on the packed inputs and checked. A `*.json`
 //! file the index does not list fails too, so nothing unverified hides in a
 //! device folder.
+//!
+//! The reference is the registry's DAG for the artifact's op and shape (its
+//! interpreter, or for large tasks the default schedule checked at sampled
+//! points against it), never anything the artifact carries: the artifact's
+//! canonical DAG text is not read, its key must be the rebuilt DAG's, and its
+//! `layout_rewrites` must be what its steps plan. What is left to edit are
+//! the steps, and a step list that replays computes the same function as the
+//! DAG (invariant 2: steps are validated, annotations of reduction loops are
+//! refused, splits that do not divide are guarded). So no edit of an
+//! artifact reaches the numeric-mismatch branch; only a code generation bug
+//! would. [`verify_with`] takes [`InjectedWrongAnswer`]s, the test hook that
+//! makes a kernel answer wrong so that this branch is tested
+//! ([`WRONG_ANSWER_ENV`] does the same for `tessera deploy --verify`).
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use crate::measure::{MeasureError, Measurer, Task};
+use crate::measure::{Fault, MeasureError, Measurer, Task};
 use crate::runtime::DeviceKey;
 use crate::schedule::State;
 
@@ -23,6 +36,69 @@ use super::aot::AOT_DIR;
 use super::artifact::{Artifact, INDEX_FILE, Index, IndexEntry, device_dir};
 use super::error::DeployError;
 use super::verify_prepacked::verify_prepacked;
+
+/// The environment variable through which `tessera deploy --verify` (a
+/// child process in tests) takes [`InjectedWrongAnswer`]s, read by
+/// [`verify`]: `;`-separated `KIND:WORKLOAD`, where `KIND` is `plain` or
+/// `prepacked=RELATIVE_ERROR` and `WORKLOAD` a readable form as the index
+/// writes it, e.g. `plain:matmul[M=32,N=32,K=32,f32]`. A test hook: it can
+/// only make artifacts fail, never pass.
+pub const WRONG_ANSWER_ENV: &str = "TESSERA_VERIFY_WRONG_ANSWER";
+
+/// Which kernel of an artifact answers wrong, and how.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum WrongAnswer {
+    /// The plain kernel, run in its measurement worker, returns its first
+    /// output element with the top bit of its exponent flipped
+    /// ([`Fault::WrongResult`]): a gross error.
+    Plain,
+    /// The kernel with the artifact's inputs laid out ahead of time returns
+    /// its first output element `x` (an `f32`) as
+    /// `x + relative_error · max(1, |x|)`: an error as small as the
+    /// tolerance, to test the threshold.
+    Prepacked {
+        /// How far the element moves, relative to `max(1, |x|)`.
+        relative_error: f64,
+    },
+}
+
+/// A wrong answer injected on purpose into one artifact's kernel while it
+/// is verified: the test hook of the numeric-mismatch branch, which no edit
+/// of an artifact reaches (see the module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InjectedWrongAnswer {
+    /// The workload whose kernel answers wrong (its readable form, as in the index).
+    pub workload: String,
+    /// Which kernel, and how.
+    pub kind: WrongAnswer,
+}
+
+impl InjectedWrongAnswer {
+    /// The wrong answers [`WRONG_ANSWER_ENV`] asks for (none when unset).
+    pub fn from_env() -> Result<Vec<InjectedWrongAnswer>, DeployError> {
+        let Some(value) = std::env::var_os(WRONG_ANSWER_ENV) else {
+            return Ok(Vec::new());
+        };
+        let value = value.to_string_lossy();
+        let bad = || DeployError::BadWrongAnswerHook(value.to_string());
+        let mut out = Vec::new();
+        for item in value.split(';').map(str::trim).filter(|i| !i.is_empty()) {
+            let (kind, workload) = item.split_once(':').ok_or_else(bad)?;
+            let kind = match kind.split_once('=') {
+                None if kind == "plain" => WrongAnswer::Plain,
+                Some(("prepacked", error)) => WrongAnswer::Prepacked {
+                    relative_error: error.parse().map_err(|_| bad())?,
+                },
+                _ => return Err(bad()),
+            };
+            out.push(InjectedWrongAnswer {
+                workload: workload.to_string(),
+                kind,
+            });
+        }
+        Ok(out)
+    }
+}
 
 /// What verifying one artifact found.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,10 +166,24 @@ impl VerifyReport {
 /// itself fails; every per-artifact problem is a [`VerifyOutcome::Failed`].
 ///
 /// `root` may also be one device folder (it holds `index.json` itself).
+/// The kernels answer wrong where [`WRONG_ANSWER_ENV`] says (a test hook;
+/// unset, never).
 pub fn verify(
     root: &Path,
     device: Option<&DeviceKey>,
     measurer: &mut Measurer,
+) -> Result<VerifyReport, DeployError> {
+    verify_with(root, device, measurer, &InjectedWrongAnswer::from_env()?)
+}
+
+/// As [`verify`], with the kernels of the workloads `wrong_answers` name
+/// answering wrong on purpose (a test hook; [`verify`] takes them from
+/// [`WRONG_ANSWER_ENV`]).
+pub fn verify_with(
+    root: &Path,
+    device: Option<&DeviceKey>,
+    measurer: &mut Measurer,
+    wrong_answers: &[InjectedWrongAnswer],
 ) -> Result<VerifyReport, DeployError> {
     if !root.is_dir() {
         return Err(DeployError::NoLibrary(root.to_path_buf()));
@@ -118,7 +208,7 @@ pub fn verify(
     };
     let mut artifacts = Vec::new();
     for dir in folders {
-        verify_folder(&dir, measurer, &mut artifacts)?;
+        verify_folder(&dir, measurer, wrong_answers, &mut artifacts)?;
     }
     artifacts.sort_by(|a, b| {
         (&a.device_dir, &a.readable, &a.file).cmp(&(&b.device_dir, &b.readable, &b.file))
@@ -151,6 +241,7 @@ fn file_label(path: &Path) -> String {
 fn verify_folder(
     dir: &Path,
     measurer: &mut Measurer,
+    wrong_answers: &[InjectedWrongAnswer],
     out: &mut Vec<VerifiedArtifact>,
 ) -> Result<(), DeployError> {
     let failed = |file: PathBuf, readable: String, reason: String| VerifiedArtifact {
@@ -194,7 +285,21 @@ fn verify_folder(
     };
     let listed: BTreeSet<&str> = index.artifacts.iter().map(|e| e.file.as_str()).collect();
     for entry in &index.artifacts {
-        let outcome = verify_entry(dir, &index, entry, measurer)?;
+        let injected = |wanted: fn(&WrongAnswer) -> bool| {
+            wrong_answers
+                .iter()
+                .filter(|w| w.workload == entry.readable)
+                .map(|w| w.kind)
+                .find(wanted)
+        };
+        let outcome = verify_entry(
+            dir,
+            &index,
+            entry,
+            measurer,
+            injected(|k| matches!(k, WrongAnswer::Plain)).is_some(),
+            injected(|k| matches!(k, WrongAnswer::Prepacked { .. })),
+        )?;
         out.push(VerifiedArtifact {
             device_dir: dir.to_path_buf(),
             readable: entry.readable.clone(),
@@ -221,11 +326,15 @@ fn is_plain_file_name(name: &str) -> bool {
     matches!(components.next(), Some(Component::Normal(_))) && components.next().is_none()
 }
 
+/// Verifies one index entry; `plain_wrong` and `prepacked_wrong` are the
+/// wrong answers injected into its kernels (test hooks).
 fn verify_entry(
     dir: &Path,
     index: &Index,
     entry: &IndexEntry,
     measurer: &mut Measurer,
+    plain_wrong: bool,
+    prepacked_wrong: Option<WrongAnswer>,
 ) -> Result<VerifyOutcome, DeployError> {
     let fail = |reason: String| Ok(VerifyOutcome::Failed(reason));
     if !is_plain_file_name(&entry.file) {
@@ -292,7 +401,9 @@ fn verify_entry(
             ));
         }
     };
-    let results = match measurer.measure(&task, &[state]) {
+    let fault = plain_wrong.then_some(Fault::WrongResult);
+    let candidate = [(state.steps().to_vec(), fault)];
+    let results = match measurer.measure_steps(&task, &candidate, &|_| {}) {
         Ok(results) => results,
         // Problems of this task's reference are this artifact's failure; a
         // measurer that cannot work at all fails the whole verification.
@@ -317,6 +428,7 @@ fn verify_entry(
             &artifact.steps,
             &artifact.layout_rewrites,
             measurer.target(),
+            prepacked_wrong,
         )
     {
         let inputs: Vec<&str> = artifact

@@ -10,6 +10,7 @@ use crate::te::HostTensor;
 
 use super::layout_rewrite::{LayoutRewrite, rewrite_layouts};
 use super::permute::pack_input;
+use super::verify::WrongAnswer;
 
 /// Lowers and compiles `state` for `target`.
 fn compile(state: &State, target: &Target) -> Result<Kernel, String> {
@@ -31,12 +32,15 @@ fn bytes_of(outputs: &[HostTensor]) -> Result<Vec<u8>, String> {
 /// Checks the kernel of `steps` with `rewrites` applied against the
 /// reference of `task` (the interpreter for small tasks; else the plain
 /// kernel, checked at sampled points against the interpreter), both
-/// compiled for `target`. `Err` is one line saying what failed.
+/// compiled for `target`; with `wrong_answer` (a [`WrongAnswer::Prepacked`],
+/// a test hook) the kernel's first output element is moved before the
+/// check. `Err` is one line saying what failed.
 pub(super) fn verify_prepacked(
     task: &Task,
     steps: &[Step],
     rewrites: &[LayoutRewrite],
     target: &Target,
+    wrong_answer: Option<WrongAnswer>,
 ) -> Result<(), String> {
     let names: Vec<&str> = rewrites.iter().map(|r| r.input.as_str()).collect();
     let (dag, new_steps, planned) =
@@ -69,11 +73,29 @@ pub(super) fn verify_prepacked(
             },
         )
         .collect::<Result<Vec<_>, String>>()?;
-    let outputs = kernel
+    let mut outputs = kernel
         .run_host(&packed)
         .map_err(|e| format!("running it failed: {e}"))?;
+    if let Some(WrongAnswer::Prepacked { relative_error }) = wrong_answer {
+        move_first_element(&mut outputs, relative_error)?;
+    }
     match reference.check(task, &bytes_of(&outputs)?) {
         Verdict::Match(_) => Ok(()),
         Verdict::Mismatch(_, why) => Err(format!("wrong result: {why}")),
     }
+}
+
+/// Moves the first element `x` of the first output to
+/// `x + relative_error · max(1, |x|)` (the [`WrongAnswer::Prepacked`] hook).
+fn move_first_element(outputs: &mut [HostTensor], relative_error: f64) -> Result<(), String> {
+    let Some(first) = outputs
+        .first_mut()
+        .and_then(HostTensor::as_f32_mut)
+        .and_then(<[f32]>::first_mut)
+    else {
+        return Err("the injected wrong answer needs a first output of f32 elements".into());
+    };
+    let x = f64::from(*first);
+    *first = (x + relative_error * x.abs().max(1.0)) as f32;
+    Ok(())
 }

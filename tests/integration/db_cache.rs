@@ -8,7 +8,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use tessera::db::{DbError, Lookup, TuningDb, TuningRecord};
+use tessera::db::{
+    ABORT_AFTER_ROW_ENV, DbError, Lookup, TuningDb, TuningRecord, WriteFault, WriteFaultAction,
+};
 use tessera::measure::{MeasureErrorKind, MeasureResult, Task};
 use tessera::runtime::host_device;
 use tessera::schedule::{Step, steps_from_json};
@@ -385,6 +387,17 @@ fn count(path: &Path) -> usize {
         .map_or(0, |n| n as usize)
 }
 
+/// The database at `path`, after SQLite's integrity check passed on it.
+fn reopened_after_a_crash(path: &Path) -> TuningDb {
+    let conn = rusqlite::Connection::open(path).expect("opens after the crash");
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("checks");
+    assert_eq!(check, "ok");
+    drop(conn);
+    TuningDb::open(path).expect("opens")
+}
+
 #[test]
 fn a_writer_killed_mid_run_leaves_every_committed_batch() {
     let dir = Scratch::new("db-killed");
@@ -404,13 +417,7 @@ fn a_writer_killed_mid_run_leaves_every_committed_batch() {
     assert!(seen >= 6, "the writer committed batches before the kill");
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
-    let conn = rusqlite::Connection::open(&path).expect("opens after the kill");
-    let check: String = conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .expect("checks");
-    assert_eq!(check, "ok");
-    drop(conn);
-    let db = TuningDb::open(&path).expect("opens");
+    let db = reopened_after_a_crash(&path);
     let n = db.count().expect("count");
     assert!(n >= seen, "{n} records after the kill, {seen} seen before");
     assert_eq!(n % 3, 0, "batches are whole: {n} records in batches of 3");
@@ -420,6 +427,131 @@ fn a_writer_killed_mid_run_leaves_every_committed_batch() {
             .iter()
             .all(|r: &TuningRecord| r.validate().is_ok())
     );
+}
+
+/// Three batches of three records of matmul 64³, each record with its own
+/// split factor (2 to 10, in batch order), so a stored row tells its batch.
+fn three_batches() -> (Task, Vec<Vec<Vec<Step>>>, Vec<MeasureResult>) {
+    let task = Task::from_registry("matmul", "M=64,N=64,K=64").expect("task");
+    let steps: Vec<Vec<Vec<Step>>> = (0..3)
+        .map(|batch| (0..3).map(|row| split_steps(2 + 3 * batch + row)).collect())
+        .collect();
+    let results = (0..9).map(|n| ok_result(1e-3, 1.7e9 + n as f64)).collect();
+    (task, steps, results)
+}
+
+fn write_batch(
+    db: &mut TuningDb,
+    task: &Task,
+    steps: &[Vec<Step>],
+    results: &[MeasureResult],
+) -> Result<usize, DbError> {
+    let batch: Vec<(&[Step], &MeasureResult)> =
+        steps.iter().map(Vec::as_slice).zip(results).collect();
+    db.record_batch(task, host_device(), &batch)
+}
+
+/// The split factors of the stored records, oldest first, read through a
+/// connection of its own (what is on disk, not what one connection sees).
+fn stored_factors(path: &Path) -> Vec<i64> {
+    TuningDb::open(path)
+        .expect("opens")
+        .all_records()
+        .expect("readable")
+        .iter()
+        .map(|r| match r.steps.as_slice() {
+            [Step::Split { factors, .. }] => factors[0],
+            other => panic!("not a record of these tests: {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_batch_whose_second_row_fails_stores_none_of_its_rows_and_keeps_every_earlier_batch() {
+    let dir = Scratch::new("db-batch-fault");
+    let path = dir.join("fault.db");
+    let mut db = TuningDb::open(&path).expect("opens");
+    let (task, steps, results) = three_batches();
+    // Record 8 is the second row of the third batch.
+    db.inject_write_fault(Some(WriteFault {
+        after_row: 8,
+        action: WriteFaultAction::Fail,
+    }));
+    for batch in 0..2 {
+        let written = write_batch(&mut db, &task, &steps[batch], &results[3 * batch..][..3]);
+        assert_eq!(written.expect("written whole"), 3, "batch {batch}");
+    }
+    match write_batch(&mut db, &task, &steps[2], &results[6..9]) {
+        Err(DbError::InjectedFault { row, .. }) => assert_eq!(row, 8),
+        other => panic!("the third batch should fail at its second row, got {other:?}"),
+    }
+    assert_eq!(
+        stored_factors(&path),
+        [2, 3, 4, 5, 6, 7],
+        "no row of the failed batch (factors 8, 9, 10), every row of the two before"
+    );
+    assert_eq!(db.count().expect("count"), 6);
+    // The fault strikes once: the same batch again is stored whole.
+    assert_eq!(
+        write_batch(&mut db, &task, &steps[2], &results[6..9]).expect("written whole"),
+        3
+    );
+    assert_eq!(stored_factors(&path), [2, 3, 4, 5, 6, 7, 8, 9, 10]);
+}
+
+#[test]
+fn a_writer_aborted_inside_a_batch_stores_none_of_its_rows_and_keeps_every_earlier_batch() {
+    let dir = Scratch::new("db-abort-in-batch");
+    let path = dir.join("aborted.db");
+    let db = path.to_str().expect("utf-8");
+    // Nine candidates in batches of three; the writer aborts right after
+    // inserting record 8, the second row of the third batch, before it commits.
+    let out = tessera_command(&measure_args(db, "9", "5"))
+        .env(ABORT_AFTER_ROW_ENV, "8")
+        .output()
+        .expect("runs");
+    assert!(
+        !out.status.success(),
+        "the writer should have aborted: {}",
+        text(&out.stdout)
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            out.status.signal(),
+            Some(6),
+            "SIGABRT: {}",
+            text(&out.stderr)
+        );
+    }
+    let db = reopened_after_a_crash(&path);
+    let records = db.all_records().expect("readable");
+    assert_eq!(
+        records.len(),
+        6,
+        "the two committed batches whole, nothing of the third"
+    );
+    assert!(records.iter().all(|r| r.validate().is_ok()));
+}
+
+#[test]
+fn an_abort_hook_that_is_not_a_record_count_is_refused() {
+    let dir = Scratch::new("db-abort-hook-bad");
+    let path = dir.join("hook.db");
+    TuningDb::open(&path).expect("creates");
+    for value in ["x", "0", "-1"] {
+        let out = tessera_command(&["cache", "list", "--db", path.to_str().expect("utf-8")])
+            .env(ABORT_AFTER_ROW_ENV, value)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{value}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(&format!("{ABORT_AFTER_ROW_ENV}={value} is not")),
+            "{}",
+            text(&out.stderr)
+        );
+    }
 }
 
 #[test]

@@ -7,13 +7,16 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use common::{Scratch, ok_result, other_device, split_steps, tessera, tiled_steps};
+use common::{
+    Scratch, ok_result, other_device, split_steps, tessera, tessera_command, tiled_steps,
+};
 use tessera::db::TuningDb;
 use tessera::deploy::{
-    self, Artifact, DeployError, DeployOptions, INDEX_FILE, Index, VerifiedArtifact, VerifyOutcome,
-    VerifyReport, device_dir,
+    self, Artifact, DeployError, DeployOptions, INDEX_FILE, Index, InjectedWrongAnswer,
+    LayoutRewrite, VerifiedArtifact, VerifyOutcome, VerifyReport, WRONG_ANSWER_ENV, WrongAnswer,
+    device_dir,
 };
-use tessera::measure::{MeasureOptions, MeasureResult, Measurer, Task, TimingOptions};
+use tessera::measure::{MeasureOptions, MeasureResult, Measurer, Task, TimingOptions, tolerance};
 use tessera::runtime::host_device;
 use tessera::schedule::{Step, steps_from_json};
 
@@ -260,14 +263,21 @@ fn each_broken_artifact_fails_with_its_own_reason_and_the_good_one_passes() {
     assert_eq!(keys, sorted);
 }
 
+/// Deploys the good artifact alone into `dir/schedules`, then rewrites it
+/// with `edit` applied; returns the schedules root.
+fn deployed_good_edited(dir: &Path, edit: impl FnOnce(&mut Artifact)) -> PathBuf {
+    let out = deployed(dir, &[GOOD]);
+    let file = artifact_file(&out, GOOD);
+    let mut artifact = Artifact::read(&file).expect("artifact");
+    edit(&mut artifact);
+    std::fs::write(&file, serde_json::to_string(&artifact).expect("json")).expect("write");
+    out
+}
+
 #[test]
 fn an_artifact_whose_key_is_not_its_index_entrys_fails() {
     let dir = Scratch::new("deploy-verify-key");
-    let out = deployed(&dir, &[GOOD]);
-    let file = artifact_file(&out, GOOD);
-    let mut artifact = Artifact::read(&file).expect("artifact");
-    artifact.workload.key = "f".repeat(64);
-    std::fs::write(&file, serde_json::to_string(&artifact).expect("json")).expect("write");
+    let out = deployed_good_edited(&dir, |artifact| artifact.workload.key = "f".repeat(64));
     let report = deploy::verify(&out, None, &mut measurer()).expect("verified");
     let why = reason(&report, &readable(GOOD));
     assert!(why.contains("not of its index entry"), "{why}");
@@ -381,6 +391,168 @@ fn the_cli_verify_of_nothing_is_not_found_and_with_deploy_options_a_usage_error(
         assert!(
             text(&run.stderr).contains("cannot be used with"),
             "{extra:?}"
+        );
+    }
+}
+
+/// The relative error a numeric-mismatch reason reports: the number after
+/// "relative error " (the reason must be one).
+fn reported_error(why: &str) -> f64 {
+    let after = why
+        .split_once("relative error ")
+        .unwrap_or_else(|| panic!("not a numeric mismatch: {why}"))
+        .1;
+    let number = after.split_whitespace().next().expect("a number");
+    number
+        .parse()
+        .unwrap_or_else(|_| panic!("'{number}' in {why}"))
+}
+
+/// The tolerance `deploy --verify` checks matmul at `shape` against, as the
+/// reason prints it.
+fn printed_tolerance(shape: &str) -> String {
+    let task = Task::from_registry("matmul", shape).expect("task");
+    format!("> tolerance {:.1e})", tolerance(&task))
+}
+
+fn wrong(shape: &str, kind: WrongAnswer) -> InjectedWrongAnswer {
+    InjectedWrongAnswer {
+        workload: readable(shape),
+        kind,
+    }
+}
+
+#[test]
+fn a_plain_kernel_that_answers_wrong_fails_with_the_element_and_the_tolerance() {
+    let dir = Scratch::new("deploy-verify-wrong-plain");
+    let out = deployed(&dir, &[GOOD, BAD_STEPS]);
+    let faults = [wrong(BAD_STEPS, WrongAnswer::Plain)];
+    let report = deploy::verify_with(&out, None, &mut measurer(), &faults).expect("verified");
+    assert_passed(find(&report, &readable(GOOD)));
+    let why = reason(&report, &readable(BAD_STEPS));
+    assert!(
+        why.starts_with("wrong_result: output 0 at [0, 0] is "),
+        "{why}"
+    );
+    assert!(why.contains(", expected "), "{why}");
+    assert!(why.contains(&printed_tolerance(BAD_STEPS)), "{why}");
+    assert!(why.ends_with("; tune and deploy again"), "{why}");
+    // The top exponent bit flipped: off by about 1 or by orders of magnitude.
+    assert!(reported_error(&why) >= 0.5, "{why}");
+    assert_eq!(report.failures().len(), 1);
+}
+
+#[test]
+fn a_prepacked_kernel_off_by_more_than_the_tolerance_fails_and_by_less_passes() {
+    let dir = Scratch::new("deploy-verify-wrong-prepacked");
+    let out = deployed(&dir, &[GOOD]);
+    let file = artifact_file(&out, GOOD);
+    // The tiled schedule reads B only through its copy B.local: verify
+    // also checks the kernel that takes B laid out ahead of time.
+    let artifact = Artifact::read(&file).expect("artifact");
+    assert_eq!(
+        artifact.layout_rewrites,
+        [LayoutRewrite {
+            input: "B".into(),
+            layout: vec![0, 1],
+        }]
+    );
+    let task = Task::from_registry("matmul", GOOD).expect("task");
+    let tol = tolerance(&task);
+    let verify = |relative_error: f64| {
+        let faults = [wrong(GOOD, WrongAnswer::Prepacked { relative_error })];
+        deploy::verify_with(&out, None, &mut measurer(), &faults).expect("verified")
+    };
+    for factor in [1.5, -1.5] {
+        let report = verify(factor * tol);
+        let why = reason(&report, &readable(GOOD));
+        assert!(
+            why.starts_with(
+                "the kernel with B laid out ahead of time fails: wrong result: output 0 at [0, 0] is "
+            ),
+            "{why}"
+        );
+        assert!(why.contains(&printed_tolerance(GOOD)), "{why}");
+        // The element moved by 1.5 tolerances; the kernel's own rounding
+        // error is far below one.
+        let error = reported_error(&why);
+        assert!((1.3 * tol..1.7 * tol).contains(&error), "{error} vs {tol}");
+    }
+    for factor in [0.5, -0.5] {
+        let report = verify(factor * tol);
+        let verified = find(&report, &readable(GOOD));
+        assert_passed(verified);
+        assert!(
+            matches!(&verified.outcome, VerifyOutcome::Passed { prepacked, .. } if prepacked == &["B"]),
+            "{verified:?}"
+        );
+    }
+}
+
+#[test]
+fn a_corrupt_layout_permutation_is_caught_before_it_could_read_data_in_the_wrong_order() {
+    // B of matmul 32×32×32 is square: packed as [1, 0] it has the shape of
+    // [0, 1], so only the check against the schedule's plan (not a shape)
+    // stops a kernel from reading B transposed.
+    let dir = Scratch::new("deploy-verify-bad-permutation");
+    let out = deployed_good_edited(&dir, |artifact| {
+        artifact.layout_rewrites[0].layout = vec![1, 0];
+    });
+    let report = deploy::verify(&out, None, &mut measurer()).expect("verified");
+    let why = reason(&report, &readable(GOOD));
+    assert!(
+        why.starts_with(
+            "the kernel with B laid out ahead of time fails: the artifact lists layout rewrites"
+        ),
+        "{why}"
+    );
+}
+
+#[test]
+fn the_cli_fails_a_kernel_that_answers_wrong_with_exit_3_and_says_where() {
+    let dir = Scratch::new("deploy-verify-cli-wrong");
+    let out = deployed(&dir, &[GOOD, BAD_STEPS]);
+    let out_arg = out.to_string_lossy().into_owned();
+    let hook = format!(
+        "plain:{};prepacked=1:{}",
+        readable(BAD_STEPS),
+        readable(GOOD)
+    );
+    let run = tessera_command(&["deploy", "--verify", &out_arg])
+        .env(WRONG_ANSWER_ENV, &hook)
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert_eq!(run.status.code(), Some(3), "{stdout}{stderr}");
+    for (shape, what) in [
+        (BAD_STEPS, "wrong_result: output 0 at [0, 0] is "),
+        (
+            GOOD,
+            "the kernel with B laid out ahead of time fails: wrong result: output 0 at [0, 0] is ",
+        ),
+    ] {
+        let line = format!("FAIL  {}  {what}", readable(shape));
+        assert!(stdout.contains(&line), "{line} in {stdout}");
+    }
+    assert!(stdout.contains(&printed_tolerance(GOOD)), "{stdout}");
+    assert!(
+        stderr.contains("2 of 2 artifacts failed verification"),
+        "{stderr}"
+    );
+    // Without the hook the same folder verifies.
+    let run = tessera(&["deploy", "--verify", &out_arg]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stdout));
+    // A hook that says nothing usable is a usage error, not a silent pass.
+    for bad in ["plain", "sideways:x", "prepacked=much:x"] {
+        let run = tessera_command(&["deploy", "--verify", &out_arg])
+            .env(WRONG_ANSWER_ENV, bad)
+            .output()
+            .expect("runs");
+        assert_eq!(run.status.code(), Some(2), "{bad}");
+        assert!(
+            text(&run.stderr).contains(&format!("{WRONG_ANSWER_ENV}={bad} is not")),
+            "{}",
+            text(&run.stderr)
         );
     }
 }
