@@ -3,7 +3,7 @@
 //! of each in turn, so that a change in the machine's load touches all
 //! of them alike.
 
-use crate::codegen::{Kernel, KernelError};
+use crate::codegen::Kernel;
 use crate::measure::{Timing, TimingOptions, relative_error, time_runs};
 use crate::runtime::NdBuffer;
 use crate::te::HostTensor;
@@ -17,15 +17,9 @@ pub(super) struct Contender {
 }
 
 impl Contender {
-    /// `kernel` with buffers holding `inputs` and zeroed outputs, run once.
+    /// `kernel` with buffers holding `inputs` and poisoned outputs, run once.
     pub fn run_once(kernel: Kernel, inputs: &[HostTensor]) -> Result<Contender, BenchError> {
-        let mut buffers = Vec::new();
-        for input in inputs {
-            buffers.push(NdBuffer::from_host(input).map_err(KernelError::from)?);
-        }
-        for p in &kernel.params()[kernel.num_inputs()..] {
-            buffers.push(NdBuffer::zeros(&p.shape, p.dtype).map_err(KernelError::from)?);
-        }
+        let buffers = kernel.buffers_for(inputs)?;
         let mut contender = Contender { kernel, buffers };
         contender.run()?;
         Ok(contender)

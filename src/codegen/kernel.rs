@@ -126,8 +126,10 @@ impl Kernel {
         unsafe { (self.entry)(pointers.as_ptr()) };
     }
 
-    /// Runs the kernel on host tensors (the inputs) and returns the outputs.
-    pub fn run_host(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, KernelError> {
+    /// Fresh buffers for a run on `inputs`: the inputs copied, then every
+    /// output [poisoned](NdBuffer::poison), so that an element the kernel
+    /// never writes reads as NaN instead of passing as a zero.
+    pub fn buffers_for(&self, inputs: &[HostTensor]) -> Result<Vec<NdBuffer>, KernelError> {
         if inputs.len() != self.num_inputs {
             return Err(KernelError::ArgumentCount {
                 kernel: self.name.clone(),
@@ -140,8 +142,17 @@ impl Kernel {
             buffers.push(NdBuffer::from_host(input)?);
         }
         for param in &self.params[self.num_inputs..] {
-            buffers.push(NdBuffer::zeros(&param.shape, param.dtype)?);
+            let mut output = NdBuffer::zeros(&param.shape, param.dtype)?;
+            output.poison();
+            buffers.push(output);
         }
+        Ok(buffers)
+    }
+
+    /// Runs the kernel on host tensors (the inputs) and returns the outputs,
+    /// which start [poisoned](Self::buffers_for).
+    pub fn run_host(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, KernelError> {
+        let mut buffers = self.buffers_for(inputs)?;
         let mut refs: Vec<&mut NdBuffer> = buffers.iter_mut().collect();
         self.run(&mut refs)?;
         Ok(buffers[self.num_inputs..]

@@ -17,7 +17,7 @@ use crate::schedule::Step;
 /// Test hooks: faults a worker injects on purpose, so the isolation of bad
 /// candidates can be tested with real crashes, hangs and wrong answers.
 #[doc(hidden)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fault {
     /// Abort the worker while building.
@@ -31,6 +31,14 @@ pub enum Fault {
     Hang,
     /// Change one output element after the kernel ran.
     WrongResult,
+    /// Move the middle element of the first output by `relative_error`, as
+    /// the verifier measures it ([`relative_error`](super::relative_error)),
+    /// after the kernel ran: a wrong answer as small as the tolerance under
+    /// test. The first output must be `f32` or `f64`.
+    PerturbMiddle {
+        /// The relative error to add.
+        relative_error: f64,
+    },
 }
 
 /// Parent → worker.

@@ -184,6 +184,7 @@ pub(crate) fn outputs_from_bytes(task: &Task, bytes: &[u8]) -> Result<Vec<HostTe
 
 #[cfg(test)]
 mod tests {
+    use super::super::worker::perturb_element;
     use super::*;
 
     fn bytes_of(tensors: &[HostTensor]) -> Vec<u8> {
@@ -214,6 +215,31 @@ mod tests {
             reference.check(&task, &bytes[1..]),
             Verdict::Mismatch(..)
         ));
+    }
+
+    #[test]
+    fn a_change_of_ten_tolerances_is_caught_and_of_a_tenth_is_not() {
+        let task = Task::from_registry("matmul", "M=8,N=8,K=8").expect("task");
+        let reference = Reference::from_interpreter(&task).expect("evaluates");
+        let exact = bytes_of(&te::evaluate(task.dag(), &task.inputs()).expect("evaluates"));
+        let perturbed = |tolerances: f64| {
+            let mut bytes = exact.clone();
+            let relative_error = tolerances * tolerance(&task);
+            perturb_element(&mut bytes, te::DType::F32, 32, relative_error).expect("f32");
+            reference.check(&task, &bytes)
+        };
+        assert!(
+            matches!(perturbed(10.0), Verdict::Mismatch(..)),
+            "{:?}",
+            perturbed(10.0)
+        );
+        let Verdict::Match(seen) = perturbed(0.1) else {
+            panic!("{:?}", perturbed(0.1));
+        };
+        assert!(
+            seen > 0.05 * tolerance(&task),
+            "the change was not seen: {seen}"
+        );
     }
 
     #[test]

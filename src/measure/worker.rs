@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crate::codegen::{CodegenOptions, Kernel};
 use crate::runtime::{self, NdBuffer};
-use crate::te::HostTensor;
+use crate::te::{DType, HostTensor};
 
 use super::builder::build;
 use super::flush::flush_buffers;
@@ -164,9 +164,9 @@ impl Worker {
             return failed(format!("no kernel {id} was built in this worker"));
         };
         let start = Instant::now();
-        let mut buffers = match fresh_buffers(kernel, &self.inputs) {
+        let mut buffers = match kernel.buffers_for(&self.inputs) {
             Ok(b) => b,
-            Err(e) => return failed(e),
+            Err(e) => return failed(e.to_string()),
         };
         let n_in = kernel.num_inputs();
         inject_before_run(kernel, fault);
@@ -177,12 +177,8 @@ impl Worker {
         for out in &buffers[n_in..] {
             payload.extend_from_slice(out.as_bytes());
         }
-        if fault == Some(Fault::WrongResult) {
-            // The most significant byte of the first element: sign and exponent.
-            let top = kernel.params()[n_in].dtype.size_bytes().saturating_sub(1);
-            if let Some(byte) = payload.get_mut(top) {
-                *byte ^= 0x40;
-            }
+        if let Err(e) = inject_after_run(kernel, fault, &mut payload) {
+            return failed(e);
         }
         let mut costs = Vec::new();
         if let Some(options) = timing {
@@ -215,20 +211,6 @@ impl Worker {
     }
 }
 
-/// Inputs copied from the task's, outputs poisoned (see [`NdBuffer::poison`]).
-fn fresh_buffers(kernel: &Kernel, inputs: &[HostTensor]) -> Result<Vec<NdBuffer>, String> {
-    let mut buffers = Vec::with_capacity(kernel.params().len());
-    for input in inputs {
-        buffers.push(NdBuffer::from_host(input).map_err(|e| e.to_string())?);
-    }
-    for param in &kernel.params()[kernel.num_inputs()..] {
-        let mut out = NdBuffer::zeros(&param.shape, param.dtype).map_err(|e| e.to_string())?;
-        out.poison();
-        buffers.push(out);
-    }
-    Ok(buffers)
-}
-
 fn run_once(kernel: &Kernel, buffers: &mut [NdBuffer]) -> Result<(), String> {
     let mut refs: Vec<&mut NdBuffer> = buffers.iter_mut().collect();
     kernel.run(&mut refs).map_err(|e| e.to_string())
@@ -250,4 +232,62 @@ fn inject_before_run(kernel: &Kernel, fault: Option<Fault>) {
         },
         _ => {}
     }
+}
+
+/// The wrong-answer test hooks (see [`Fault`]), applied to the output bytes.
+fn inject_after_run(
+    kernel: &Kernel,
+    fault: Option<Fault>,
+    payload: &mut [u8],
+) -> Result<(), String> {
+    let Some(first_output) = kernel.params().get(kernel.num_inputs()) else {
+        return Ok(());
+    };
+    match fault {
+        Some(Fault::WrongResult) => {
+            // The most significant byte of the first element: sign and exponent.
+            let top = first_output.dtype.size_bytes().saturating_sub(1);
+            if let Some(byte) = payload.get_mut(top) {
+                *byte ^= 0x40;
+            }
+            Ok(())
+        }
+        Some(Fault::PerturbMiddle { relative_error }) => {
+            let middle = first_output.shape.iter().product::<usize>() / 2;
+            perturb_element(payload, first_output.dtype, middle, relative_error)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Moves element `index` of the raw `dtype` elements in `bytes` by
+/// `relative_error` in the measure of [`relative_error`](super::relative_error):
+/// `x + relative_error · max(1, |x|)`.
+pub(crate) fn perturb_element(
+    bytes: &mut [u8],
+    dtype: DType,
+    index: usize,
+    relative_error: f64,
+) -> Result<(), String> {
+    let size = dtype.size_bytes();
+    let Some(element) = bytes.get_mut(index * size..(index + 1) * size) else {
+        return Err(format!("no element {index} to perturb"));
+    };
+    let moved = |x: f64| x + relative_error * x.abs().max(1.0);
+    match dtype {
+        DType::F32 => {
+            let x = f32::from_ne_bytes(element.try_into().map_err(|_| "f32 size")?);
+            element.copy_from_slice(&(moved(f64::from(x)) as f32).to_ne_bytes());
+        }
+        DType::F64 => {
+            let x = f64::from_ne_bytes(element.try_into().map_err(|_| "f64 size")?);
+            element.copy_from_slice(&moved(x).to_ne_bytes());
+        }
+        other => {
+            return Err(format!(
+                "cannot perturb a {other} output by a relative error"
+            ));
+        }
+    }
+    Ok(())
 }

@@ -29,7 +29,13 @@ fn wrong_arguments_are_errors() {
         zeros(&[3, 5], DType::F32),
         zeros(&[4, 5], DType::F32),
     );
+    c.poison();
     assert!(kernel.run(&mut [&mut a, &mut b, &mut c]).is_ok());
+    assert_eq!(
+        c.as_f32(),
+        Some(&[0.0; 20][..]),
+        "A·B of zeros, every element written"
+    );
     let err = kernel
         .run(&mut [&mut a, &mut b])
         .expect_err("two of three buffers");

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use tessera::measure::{Fault, MeasureErrorKind, MeasureOptions, Measurer, Task, TimingOptions};
+use tessera::measure::{
+    Fault, MeasureErrorKind, MeasureOptions, Measurer, Task, TimingOptions, tolerance,
+};
 use tessera::runtime::host_device;
 use tessera::schedule::{State, Step, random::random_schedule, steps_from_json};
 
@@ -177,6 +179,50 @@ fn crashes_hangs_and_wrong_results_are_recorded_and_the_batch_goes_on() {
     }
 }
 
+/// A fault at the middle element of `tolerances` times the verifier's own
+/// tolerance for `task`.
+fn off_by(task: &Task, tolerances: f64) -> Option<Fault> {
+    Some(Fault::PerturbMiddle {
+        relative_error: tolerances * tolerance(task),
+    })
+}
+
+#[test]
+fn ten_tolerances_off_is_a_wrong_result_and_a_tenth_of_one_is_not() {
+    let _cores = exclusive();
+    let task = Task::from_registry("matmul", "M=16,N=16,K=16").expect("task");
+    let good = tiled_matmul_steps();
+    let mut measurer = Measurer::new(options(1)).expect("worker starts");
+    let results = measurer
+        .measure_steps(
+            &task,
+            &[
+                (good.clone(), off_by(&task, 10.0)),
+                (good, off_by(&task, 0.1)),
+            ],
+            &|_| {},
+        )
+        .expect("measured");
+    assert_eq!(
+        results[0].error_kind,
+        MeasureErrorKind::WrongResult,
+        "{:?}",
+        results[0]
+    );
+    assert_a_tenth_off_passes_and_was_seen(&task, &results[1]);
+}
+
+/// The 0.1-tolerance fault passes verification, and the verifier did see it
+/// (a fault that changed nothing would pass too).
+fn assert_a_tenth_off_passes_and_was_seen(task: &Task, result: &tessera::measure::MeasureResult) {
+    assert!(result.is_ok(), "{result:?}");
+    let seen = result.max_rel_error.expect("verified");
+    assert!(
+        seen > 0.05 * tolerance(task),
+        "the fault was not seen: {result:?}"
+    );
+}
+
 #[test]
 fn a_batch_of_random_valid_candidates_is_measured_and_verified() {
     let _cores = exclusive();
@@ -217,12 +263,22 @@ fn a_large_task_is_verified_against_the_checked_default_kernel() {
     let results = measurer
         .measure_steps(
             &task,
-            &[(good.clone(), None), (good, Some(Fault::WrongResult))],
+            &[
+                (good.clone(), None),
+                (good.clone(), Some(Fault::WrongResult)),
+                (good.clone(), off_by(&task, 10.0)),
+                (good, off_by(&task, 0.1)),
+            ],
             &|_| {},
         )
         .expect("measured");
-    assert!(results[0].is_ok(), "{:?}", results[0]);
-    assert_eq!(results[1].error_kind, MeasureErrorKind::WrongResult);
+    let kinds: Vec<MeasureErrorKind> = results.iter().map(|r| r.error_kind).collect();
+    let expected = {
+        use MeasureErrorKind::*;
+        [None, WrongResult, WrongResult, None]
+    };
+    assert_eq!(kinds, expected, "{results:#?}");
+    assert_a_tenth_off_passes_and_was_seen(&task, &results[3]);
 }
 
 #[test]
