@@ -1,14 +1,23 @@
 //! Helpers shared by the tests: small shapes for every op, random inputs,
-//! comparison with a tolerance scaled by reduction length, running the
-//! binary ([`binary`]) and folders that clean up after themselves
-//! ([`scratch`]).
+//! comparison with a tolerance scaled by reduction length, the error bound
+//! of an f32 dot product ([`error_bound`]), which micro-kernel ISAs a run
+//! covers ([`isa_coverage`]), f64 math in double-double as an independent
+//! oracle ([`double_double`]), running the binary ([`binary`]) and folders
+//! that clean up after themselves ([`scratch`]).
 #![allow(dead_code)]
 
 mod binary;
+pub mod double_double;
+mod error_bound;
+mod isa_coverage;
 mod scratch;
 
 #[allow(unused_imports)] // custom_op_cli runs itself, not the tessera binary
 pub use binary::{tessera, tessera_command};
+#[allow(unused_imports)] // the tensorize tests use these; the other test programs do not
+pub use error_bound::{DOT_ERROR_CONSTANT, DotReference, f32_dot_error_bound};
+#[allow(unused_imports)]
+pub use isa_coverage::{IsaCoverage, REQUIRE_ISA_ENV, isa_coverage};
 pub use scratch::Scratch;
 
 use tessera::measure::{MeasureErrorKind, MeasureResult};

@@ -1,7 +1,9 @@
 //! Ahead-of-time kernels: `deploy::aot::write_aot` writes an object file, a
 //! C header and the C runtime; the system C compiler links them into a
 //! program that calls the kernel, and the program's results are checked
-//! (against a naive C loop, and against the JIT kernel).
+//! against a naive C loop, against the te interpreter (which shares no code
+//! with the compiled kernel) and against the JIT kernel (which shares it
+//! all).
 //!
 //! These tests need the system C compiler `cc`; without it they fail.
 
@@ -11,6 +13,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::Scratch;
+use common::double_double::DoubleDouble;
 
 use tessera::codegen::{self, CodegenOptions};
 use tessera::deploy::aot::{AotError, RUNTIME_FILE, write_aot};
@@ -176,10 +179,11 @@ fn aot_matmul_links_and_matches_a_naive_loop() {
     }
 }
 
-/// Elementwise f64 math that tessera implements by calling host functions
-/// (exp, log, tanh, sigmoid, erf, pow in f64; pow in f32). No registered op
-/// uses them (the registry is f32, where the others are inlined), so the
-/// test builds its own.
+/// Elementwise math: `p`, f64 math that tessera implements by calling host
+/// functions (exp, log, tanh, sigmoid, erf, pow); `q`, f32 pow (a host call
+/// too); `r`, the f32 intrinsics generated inline as polynomials (exp,
+/// tanh, sigmoid, erf, log). No registered op uses the f64 ones (the
+/// registry is f32), so the test builds its own.
 fn math_dag(rows: i64, cols: i64) -> ComputeDag {
     let x = te::placeholder("x", &[rows, cols], DType::F64);
     let y = te::placeholder("y", &[rows, cols], DType::F64);
@@ -196,7 +200,15 @@ fn math_dag(rows: i64, cols: i64) -> ComputeDag {
     let q = te::compute("q", &[rows, cols], |ix| {
         te::pow(u.at([&ix[0], &ix[1]]), v.at([&ix[0], &ix[1]]))
     });
-    ComputeDag::new(&[x, y, u, v], &[p, q]).expect("the math DAG is valid")
+    let r = te::compute("r", &[rows, cols], |ix| {
+        let (uv, vv) = (u.at([&ix[0], &ix[1]]), v.at([&ix[0], &ix[1]]));
+        te::exp(vv.clone())
+            + te::tanh(vv.clone())
+            + te::sigmoid(vv.clone())
+            + te::erf(vv)
+            + te::log(uv)
+    });
+    ComputeDag::new(&[x, y, u, v], &[p, q, r]).expect("the math DAG is valid")
 }
 
 /// The C program for the math kernel: reads the inputs from argv[1], calls
@@ -205,7 +217,7 @@ const MATH_MAIN: &str = r#"#include <stdio.h>
 #include "mathk.h"
 
 static double x[MATHK_X_SIZE], y[MATHK_Y_SIZE], p[MATHK_P_SIZE];
-static float u[MATHK_U_SIZE], v[MATHK_V_SIZE], q[MATHK_Q_SIZE];
+static float u[MATHK_U_SIZE], v[MATHK_V_SIZE], q[MATHK_Q_SIZE], r[MATHK_R_SIZE];
 
 int main(int argc, char **argv) {
   if (argc != 3) return 2;
@@ -217,11 +229,12 @@ int main(int argc, char **argv) {
            fread(v, sizeof v[0], MATHK_V_SIZE, in) == MATHK_V_SIZE;
   fclose(in);
   if (!ok) return 4;
-  mathk_call(x, y, u, v, p, q);
+  mathk_call(x, y, u, v, p, q, r);
   FILE *out = fopen(argv[2], "wb");
   if (out == NULL) return 5;
   ok = fwrite(p, sizeof p[0], MATHK_P_SIZE, out) == MATHK_P_SIZE &&
-       fwrite(q, sizeof q[0], MATHK_Q_SIZE, out) == MATHK_Q_SIZE;
+       fwrite(q, sizeof q[0], MATHK_Q_SIZE, out) == MATHK_Q_SIZE &&
+       fwrite(r, sizeof r[0], MATHK_R_SIZE, out) == MATHK_R_SIZE;
   return fclose(out) == 0 && ok ? 0 : 6;
 }
 "#;
@@ -237,7 +250,7 @@ fn f32_tensor(shape: &[usize], f: impl Fn(usize) -> f32) -> HostTensor {
 }
 
 #[test]
-fn aot_math_kernel_links_host_functions_and_matches_the_jit() {
+fn aot_math_kernel_links_host_functions_and_matches_the_interpreter_and_the_jit() {
     let (rows, cols) = (7usize, 12usize);
     let dag = math_dag(rows as i64, cols as i64);
     let mut state = State::new(&dag);
@@ -257,6 +270,16 @@ fn aot_math_kernel_links_host_functions_and_matches_the_jit() {
             iter: "i0".into(),
             annotation: Annotation::Parallel,
         },
+        Step::Split {
+            stage: "r".into(),
+            iter: "i1".into(),
+            factors: vec![4],
+        },
+        Step::Annotate {
+            stage: "r".into(),
+            iter: "i1.1".into(),
+            annotation: Annotation::Vectorize,
+        },
     ] {
         state.apply(step).expect("the math schedule applies");
     }
@@ -273,13 +296,13 @@ fn aot_math_kernel_links_host_functions_and_matches_the_jit() {
         .into_iter()
         .map(|p| p.name)
         .collect();
-    assert_eq!(names, ["x", "y", "u", "v", "p", "q"]);
+    assert_eq!(names, ["x", "y", "u", "v", "p", "q", "r"]);
 
     let dir = Scratch::new("aot-math");
     let files = write_aot(
         &func,
         "mathk",
-        "f64 math (exp log tanh sigmoid erf pow) and f32 pow",
+        "f64 math (exp log tanh sigmoid erf pow), f32 pow, f32 inline intrinsics",
         &dir,
         &CodegenOptions::default(),
     )
@@ -333,19 +356,24 @@ fn aot_math_kernel_links_host_functions_and_matches_the_jit() {
         String::from_utf8_lossy(&out.stderr)
     );
     let produced = std::fs::read(&output_file).expect("read the outputs");
-    assert_eq!(produced.len(), n * 8 + n * 4, "p (f64) then q (f32)");
+    assert_eq!(produced.len(), n * 8 + 2 * n * 4, "p (f64), q and r (f32)");
     let c_p: Vec<f64> = produced[..n * 8]
         .chunks_exact(8)
         .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")))
         .collect();
-    let c_q: Vec<f32> = produced[n * 8..]
-        .chunks_exact(4)
-        .map(|b| f32::from_ne_bytes(b.try_into().expect("4 bytes")))
-        .collect();
+    let f32s = |bytes: &[u8]| -> Vec<f32> {
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_ne_bytes(b.try_into().expect("4 bytes")))
+            .collect()
+    };
+    let (c_q, c_r) = (f32s(&produced[n * 8..n * 12]), f32s(&produced[n * 12..]));
 
     let kernel = codegen::compile(&func, &CodegenOptions::default()).expect("JIT compile");
     let jit = kernel.run_host(&inputs).expect("JIT run");
-    let (HostData::F64(jit_p), HostData::F32(jit_q)) = (jit[0].data(), jit[1].data()) else {
+    let (HostData::F64(jit_p), HostData::F32(jit_q), HostData::F32(jit_r)) =
+        (jit[0].data(), jit[1].data(), jit[2].data())
+    else {
         panic!("unexpected JIT output types");
     };
     // Same generated code; the host math differs only where the C library's
@@ -362,7 +390,79 @@ fn aot_math_kernel_links_host_functions_and_matches_the_jit() {
         assert!(error <= 1e-6, "q[{i}]: C {c}, JIT {j}");
         max_q = max_q.max(error);
     }
-    eprintln!("C vs JIT: max relative error p {max_p:e}, q {max_q:e}");
+    // Inline code only: the same instructions give the same bits.
+    for (i, (c, j)) in c_r.iter().zip(jit_r).enumerate() {
+        assert_eq!(c.to_bits(), j.to_bits(), "r[{i}]: C {c}, JIT {j}");
+    }
+    eprintln!("C vs JIT: max relative error p {max_p:e}, q {max_q:e}, r bit for bit");
+    check_math_against_the_interpreter(&dag, &inputs, &c_p, &c_q, &c_r);
+}
+
+/// The AOT program's outputs against the te interpreter, which computes in
+/// f64 with Rust's math (the program links the C library's and runs
+/// tessera's polynomials), within bounds derived from each function's:
+/// |error| ≤ bound · ε · Σ|terms| of each sum, the magnitudes computed in
+/// double-double.
+fn check_math_against_the_interpreter(
+    dag: &ComputeDag,
+    inputs: &[HostTensor],
+    c_p: &[f64],
+    c_q: &[f32],
+    c_r: &[f32],
+) {
+    let want = te::evaluate(dag, inputs).expect("the interpreter runs");
+    let (want_p, want_q, want_r) = (
+        want[0].to_f64_vec(),
+        want[1].to_f64_vec(),
+        want[2].to_f64_vec(),
+    );
+    let [x, y, u, v] = [0, 1, 2, 3].map(|i| inputs[i].to_f64_vec());
+    let dd = DoubleDouble::from_f64;
+    for i in 0..c_p.len() {
+        // p, on each side: five host functions (≤ 2.5 ulp each, in either
+        // library), a product and four additions (≤ ε/2 each); two sides.
+        let (xd, yd) = (dd(x[i]), dd(y[i]));
+        let terms = [
+            (xd.exp() * yd.tanh()).to_f64(),
+            yd.ln().to_f64(),
+            xd.sigmoid().to_f64(),
+            xd.erf().to_f64(),
+            yd.pow(x[i]).to_f64(),
+        ];
+        let magnitude: f64 = terms.iter().map(|t| t.abs()).sum();
+        let bound = 2.0 * (2.5 + 2.5) * f64::EPSILON * magnitude;
+        let error = (c_p[i] - want_p[i]).abs();
+        assert!(
+            error <= bound,
+            "p[{i}]: AOT {}, interpreter {}: error {error:e} > {bound:e}",
+            c_p[i],
+            want_p[i]
+        );
+        // q: powf (< 1 ulp) against pow in f64 rounded to f32 (½ ulp).
+        let bound = 1.5 * f64::from(f32::EPSILON) * want_q[i].abs();
+        let error = (f64::from(c_q[i]) - want_q[i]).abs();
+        assert!(
+            error <= bound,
+            "q[{i}]: AOT {}, interpreter {}: error {error:e} > {bound:e}",
+            c_q[i],
+            want_q[i]
+        );
+        // r: the inline f32 kernels (≤ 2.5 ulp each, `intrinsics::`), four
+        // f32 additions, and the interpreter's one rounding to f32.
+        let (ud, vd) = (dd(u[i]), dd(v[i]));
+        let terms = [vd.exp(), vd.tanh(), vd.sigmoid(), vd.erf(), ud.ln()];
+        let magnitude: f64 = terms.iter().map(|t| t.to_f64().abs()).sum();
+        let bound = (2.5 + 4.0 * 0.5 + 0.5) * f64::from(f32::EPSILON) * magnitude;
+        let error = (f64::from(c_r[i]) - want_r[i]).abs();
+        assert!(
+            error <= bound,
+            "r[{i}] (u = {}, v = {}): AOT {}, interpreter {}: error {error:e} > {bound:e}",
+            u[i],
+            v[i],
+            c_r[i],
+            want_r[i]
+        );
+    }
 }
 
 #[test]

@@ -32,15 +32,12 @@ impl Rng {
     }
 }
 
-/// `got` against `want` with a tolerance that grows with the reduction
-/// length `k` (FMA and summation order change rounding).
-fn assert_close(got: f32, want: f32, k: usize, what: &dyn Fn() -> String) {
-    let tol = 1e-5 * (1.0 + k as f32) * (1.0 + want.abs());
-    assert!(
-        (got - want).abs() <= tol,
-        "{}: got {got}, want {want} (tol {tol})",
-        what()
-    );
+/// The micro-kernel ISAs these tests cover here, printed for the running
+/// test and checked against `TESSERA_REQUIRE_ISA`: every test that would
+/// leave out an ISA the host or `TESSERA_ISA` lacks takes its kernels from
+/// this, so the ones left out are said, never silently dropped.
+fn coverage() -> common::IsaCoverage {
+    common::isa_coverage(&host())
 }
 
 mod kernels;
