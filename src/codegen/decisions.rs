@@ -8,6 +8,7 @@ use std::fmt;
 use crate::te::DType;
 use crate::tir::{ForKind, PrimFunc, Stmt};
 
+use super::parallel_work::serialise_small_parallel_loops;
 use super::translate::memory::{StoragePlan, allocations, storage_plan};
 use super::translate::vector::{VectorPlan, vector_plan};
 
@@ -74,6 +75,7 @@ fn outlined_bodies<'s>(s: &'s Stmt, out: &mut Vec<&'s Stmt>) {
 
 /// What code generation decides for `func`.
 pub fn decisions(func: &PrimFunc) -> CodegenDecisions {
+    let func = &*serialise_small_parallel_loops(func);
     let mut vector_loops = Vec::new();
     func.body.visit(&mut |s| {
         if let Stmt::For {
