@@ -8,6 +8,7 @@ use std::fmt;
 use crate::te::DType;
 use crate::tir::{ForKind, PrimFunc, Stmt};
 
+use super::parallel_work::serialise_small_parallel_loops;
 use super::translate::memory::{StoragePlan, allocations, storage_plan};
 use super::translate::vector::{VectorPlan, vector_plan};
 
@@ -19,7 +20,7 @@ pub struct VectorLoop {
     /// Its extent.
     pub extent: i64,
     /// How it runs; none when it runs as a serial loop (its stores have no
-    /// common vector width).
+    /// common vector width, or lanes would race on one element).
     pub plan: Option<VectorPlan>,
 }
 
@@ -74,6 +75,7 @@ fn outlined_bodies<'s>(s: &'s Stmt, out: &mut Vec<&'s Stmt>) {
 
 /// What code generation decides for `func`.
 pub fn decisions(func: &PrimFunc) -> CodegenDecisions {
+    let func = &*serialise_small_parallel_loops(func);
     let mut vector_loops = Vec::new();
     func.body.visit(&mut |s| {
         if let Stmt::For {
@@ -86,7 +88,7 @@ pub fn decisions(func: &PrimFunc) -> CodegenDecisions {
             vector_loops.push(VectorLoop {
                 var: var.name().to_string(),
                 extent: *extent,
-                plan: vector_plan(*extent, body, func),
+                plan: vector_plan(var.id(), *extent, body, func, false),
             });
         }
     });
@@ -119,8 +121,17 @@ impl fmt::Display for VectorLoop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} in 0..{}: ", self.var, self.extent)?;
         let Some(plan) = self.plan else {
-            return f.write_str("serial (its stores have no common vector width)");
+            return f.write_str(
+                "serial (its stores have no common vector width, or its lanes would race on one element)",
+            );
         };
+        if plan.accumulators > 0 {
+            write!(
+                f,
+                "lane-wise reduction in {} accumulators of {} lanes, one horizontal step, ",
+                plan.accumulators, plan.lanes
+            )?;
+        }
         if plan.chunks > 0 {
             let how = if plan.unrolled {
                 "unrolled"
@@ -207,6 +218,7 @@ mod tests {
             chunks: 4,
             unrolled: true,
             remainder: 0,
+            accumulators: 0,
         });
         let loops: Vec<(&str, Option<VectorPlan>)> = report
             .vector_loops
@@ -248,6 +260,23 @@ mod tests {
     }
 
     #[test]
+    fn a_vectorized_reduction_loop_is_reported_lane_wise() {
+        let func = lowered(
+            "softmax",
+            "M=2,N=37",
+            r#"[{"kind": "annotate", "stage": "row_sum", "iter": "k", "annotation": "vectorize"}]"#,
+        );
+        let text = decisions(&func).to_string();
+        assert!(
+            text.contains(
+                "k in 0..37: lane-wise reduction in 4 accumulators of 4 lanes, one horizontal step, \
+                 9 chunks of 4 lanes, in a loop, then 1 scalar iterations"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn long_and_ragged_vector_loops_and_large_buffers() {
         // 70 columns: 17 looped chunks and 2 scalar iterations; the 70x70
         // cache is too large for registers and lives on the stack.
@@ -265,6 +294,7 @@ mod tests {
             chunks: 17,
             unrolled: false,
             remainder: 2,
+            accumulators: 0,
         });
         assert_eq!(report.vector_loops.len(), 1, "{report}");
         assert_eq!(report.vector_loops[0].plan, ragged);

@@ -11,6 +11,7 @@ pub(crate) mod math;
 mod micro_kernel_symbols;
 mod object;
 mod options;
+mod parallel_work;
 pub mod peak;
 mod translate;
 
@@ -21,6 +22,7 @@ pub use kernel::{Kernel, KernelParam};
 pub(crate) use object::is_c_identifier;
 pub use object::{RUNTIME_IMPORTS, compile_object, object_target};
 pub use options::{CodegenOptions, OptLevel};
+pub use parallel_work::MIN_PARALLEL_STORES;
 pub use translate::memory::StoragePlan;
 pub use translate::vector::VectorPlan;
 

@@ -62,7 +62,22 @@ pub unsafe extern "C" fn tessera_parallel_for(
     values: *const i64,
     extent: i64,
 ) {
-    let threads = (num_threads() as i64).min(extent).max(1);
+    // SAFETY: as promised by the caller.
+    unsafe { parallel_for_on(num_threads(), body, ptrs, values, extent) }
+}
+
+/// [`tessera_parallel_for`] on `threads` threads.
+///
+/// # Safety
+/// As [`tessera_parallel_for`].
+unsafe fn parallel_for_on(
+    threads: usize,
+    body: LoopBody,
+    ptrs: *const *mut u8,
+    values: *const i64,
+    extent: i64,
+) {
+    let threads = (threads as i64).min(extent).max(1);
     let serial = || body(ptrs, values, 0, extent);
     if threads == 1 {
         return serial();
@@ -87,6 +102,33 @@ pub unsafe extern "C" fn tessera_parallel_for(
             });
         }
     });
+}
+
+extern "C" fn empty_body(_: *const *mut u8, _: *const i64, _: i64, _: i64) {}
+
+/// The fork cost of a parallel loop: the median wall time, over `runs`
+/// runs, of a loop of `threads` chunks with an empty body on `threads`
+/// threads — waking the pool's workers and joining them, the fixed price
+/// every parallel loop pays before its work gains anything.
+pub fn fork_cost(threads: usize, runs: usize) -> std::time::Duration {
+    let mut times: Vec<std::time::Duration> = (0..runs.max(1))
+        .map(|_| {
+            let start = std::time::Instant::now();
+            // SAFETY: the empty body touches neither table.
+            unsafe {
+                parallel_for_on(
+                    threads,
+                    empty_body,
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    threads as i64,
+                )
+            };
+            start.elapsed()
+        })
+        .collect();
+    times.sort_unstable();
+    times[times.len() / 2]
 }
 
 /// Heap memory for buffers too large for the stack (64-byte aligned; the

@@ -100,7 +100,7 @@ pub enum StepErrorKind {
     AnnotateReduction {
         /// The loop.
         iter: String,
-        /// `parallelized` or `vectorized`.
+        /// What it cannot be (`parallelized`).
         annotation: &'static str,
     },
     /// A vectorized loop that is not innermost.

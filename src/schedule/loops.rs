@@ -147,15 +147,12 @@ impl State {
         annotation: Annotation,
     ) -> Result<(), StepErrorKind> {
         let it = &mut self.stages[stage].iters[iter];
-        let forbidden = match annotation {
-            Annotation::Parallel => Some("parallelized"),
-            Annotation::Vectorize => Some("vectorized"),
-            _ => None,
-        };
-        if let (IterKind::Reduce, Some(what)) = (it.kind, forbidden) {
+        // A vectorized reduction loop (innermost, as every vectorized loop)
+        // runs with lane-wise partial results; a parallel one would race.
+        if (it.kind, annotation) == (IterKind::Reduce, Annotation::Parallel) {
             return Err(StepErrorKind::AnnotateReduction {
                 iter: it.name.clone(),
-                annotation: what,
+                annotation: "parallelized",
             });
         }
         it.annotation = annotation;

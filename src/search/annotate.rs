@@ -329,9 +329,15 @@ pub fn materialize(
             })
             .collect();
         let at_root = stage.compute_at == crate::schedule::ComputeAt::Root;
+        // A spatial innermost loop is vectorized when short; a reduction
+        // loop (lane-wise partial results) at any length.
+        let vectorizable = match loops.last() {
+            Some((name, IterKind::Spatial, extent)) if *extent <= MAX_VECTOR_EXTENT => Some(name),
+            Some((name, IterKind::Reduce, _)) => Some(name),
+            _ => None,
+        };
         if decisions.vectorize[i]
-            && let Some((name, IterKind::Spatial, extent)) = loops.last()
-            && *extent <= MAX_VECTOR_EXTENT
+            && let Some(name) = vectorizable
             && (loops.len() > 1 || !at_root || decisions.parallel[i] == 0)
         {
             apply(

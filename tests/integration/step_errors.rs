@@ -155,17 +155,14 @@ fn annotations() {
         k.to_string()
             .contains("'k' is a reduction loop and cannot be parallelized")
     );
+    // A reduction loop may be vectorized (lane-wise partial results), but
+    // only innermost, like any vectorized loop.
     let k = failing(
         &matmul(),
-        r#"[{"kind": "annotate", "stage": "C", "iter": "k", "annotation": "vectorize"}]"#,
+        r#"[{"kind": "reorder", "stage": "C", "order": ["i0", "k", "i1"]},
+            {"kind": "annotate", "stage": "C", "iter": "k", "annotation": "vectorize"}]"#,
     );
-    assert!(matches!(
-        k,
-        StepErrorKind::AnnotateReduction {
-            annotation: "vectorized",
-            ..
-        }
-    ));
+    assert!(matches!(k, StepErrorKind::VectorizeNotInnermost { .. }));
     let k = failing(
         &matmul(),
         r#"[{"kind": "annotate", "stage": "C", "iter": "i0", "annotation": "vectorize"}]"#,

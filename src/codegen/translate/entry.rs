@@ -12,6 +12,7 @@ use crate::tir::PrimFunc;
 
 use super::super::error::CodegenError;
 use super::super::options::CodegenOptions;
+use super::super::parallel_work::serialise_small_parallel_loops;
 use super::memory::Storage;
 use super::{FnTranslator, Shared};
 
@@ -25,8 +26,9 @@ pub(crate) struct DefinedKernel {
 
 /// Declares `name` with `linkage` in `module` and defines it as `func`'s
 /// entry point: one pointer per parameter buffer (inputs, then outputs) in
-/// the array its single argument points to. Parallel loop bodies become
-/// local functions named `<prefix>_parallel<n>`; host functions (runtime,
+/// the array its single argument points to. Parallel loop bodies (of the
+/// loops whose work repays a fork) become local functions named
+/// `<prefix>_parallel<n>`; host functions (runtime,
 /// math) are declared as imports.
 pub(crate) fn define_kernel(
     module: &mut dyn Module,
@@ -36,6 +38,7 @@ pub(crate) fn define_kernel(
     prefix: &str,
     linkage: Linkage,
 ) -> Result<DefinedKernel, CodegenError> {
+    let func = &*serialise_small_parallel_loops(func);
     let mut sig = module.make_signature();
     sig.params.push(AbiParam::new(types::I64));
     let id = module

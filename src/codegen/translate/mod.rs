@@ -8,6 +8,7 @@ mod micro_kernel_call;
 mod parallel;
 mod value;
 pub(crate) mod vector;
+mod vector_reduce;
 
 use std::collections::HashMap;
 

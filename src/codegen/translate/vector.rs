@@ -8,7 +8,10 @@
 //! lane. Float arithmetic, FMA, comparisons with select, negation and math
 //! intrinsics are vector operations; anything else is computed lane by lane. A statement a
 //! chunk cannot run as vectors (a condition that varies across lanes) runs
-//! lane by lane.
+//! lane by lane. A loop that updates one element with an associative
+//! operator (a vectorized reduction loop) runs with lane-wise accumulators
+//! ([`super::vector_reduce`]); any other update of one element that lanes
+//! would race on runs serially.
 
 use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Value, types};
 
@@ -27,19 +30,19 @@ pub(crate) const MAX_UNROLLED_CHUNKS: i64 = 4;
 /// The vectorized loop variable in a chunk.
 #[derive(Clone, Copy)]
 pub(crate) struct Lane {
-    var: VarId,
-    lanes: i64,
+    pub(super) var: VarId,
+    pub(super) lanes: i64,
     /// The variable's value in lane 0.
-    base: Val,
+    pub(super) base: Val,
 }
 
 /// A value in a chunk: the same in every lane, or a vector.
-enum VVal {
+pub(super) enum VVal {
     Uniform(Val),
     Vector(Value),
 }
 
-fn uses(e: &Expr, var: VarId) -> bool {
+pub(super) fn uses(e: &Expr, var: VarId) -> bool {
     e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if v.id() == var))
 }
 
@@ -72,33 +75,79 @@ pub struct VectorPlan {
     pub unrolled: bool,
     /// Iterations after the last chunk, run as scalar code.
     pub remainder: i64,
+    /// For a lane-wise reduction (the body updates one element with an
+    /// associative operator, see [`super::vector_reduce`]): the vector
+    /// accumulators the chunks rotate through; 0 for an ordinary loop.
+    pub accumulators: i64,
 }
 
-/// The plan of `for _ in 0..extent vectorized { body }`; none when its
-/// stores have no common vector width (the loop then runs serially).
+/// Whether some store of `body` ignores `var` (every lane writes the same
+/// element) to a buffer `body` also reads: a recurrence that lanes would
+/// race on.
+fn has_lane_recurrence(body: &Stmt, var: VarId, func: &crate::tir::PrimFunc) -> bool {
+    let handles = func.handle_map();
+    let mut read = Vec::new();
+    body.visit_exprs(&mut |e| {
+        e.visit(&mut |x| {
+            if let ExprKind::Read(handle, _) = x.kind()
+                && let Some(&b) = handles.get(&handle.id())
+            {
+                read.push(b);
+            }
+        })
+    });
+    let mut recurrence = false;
+    body.visit(&mut |s| {
+        if let Stmt::Store {
+            buffer, indices, ..
+        } = s
+        {
+            recurrence |= !indices.iter().any(|i| uses(i, var)) && read.contains(buffer);
+        }
+    });
+    recurrence
+}
+
+/// The plan of `for var in 0..extent vectorized { body }`; none when its
+/// stores have no common vector width or it is a recurrence other than a
+/// lane-wise reduction (`strict_fp` excludes sums, whose lanes reassociate):
+/// the loop then runs serially.
 pub(crate) fn vector_plan(
+    var: VarId,
     extent: i64,
     body: &Stmt,
     func: &crate::tir::PrimFunc,
+    strict_fp: bool,
 ) -> Option<VectorPlan> {
     let lanes = body_lanes(body, func)?;
     let chunks = extent / lanes;
+    let accumulators = match super::vector_reduce::reduction_update(body, var, func) {
+        Some(update) if update.reassociates() && strict_fp => return None,
+        Some(_) => chunks.min(super::vector_reduce::MAX_ACCUMULATORS),
+        None if has_lane_recurrence(body, var, func) => return None,
+        None => 0,
+    };
     Some(VectorPlan {
         lanes,
         chunks,
         unrolled: chunks > 0 && chunks <= MAX_UNROLLED_CHUNKS,
         remainder: extent - chunks * lanes,
+        accumulators,
     })
 }
 
 impl FnTranslator<'_, '_, '_> {
     /// `for var in 0..extent vectorized { body }`.
     pub fn vector_loop(&mut self, var: &Var, extent: i64, body: &Stmt) -> Result<(), CodegenError> {
-        let Some(plan) = vector_plan(extent, body, self.func()) else {
+        let strict_fp = self.options().strict_fp;
+        let Some(plan) = vector_plan(var.id(), extent, body, self.func(), strict_fp) else {
             let start = self.b.ins().iconst(types::I64, 0);
             let end = self.b.ins().iconst(types::I64, extent);
             return self.serial_loop(var.id(), start, end, body);
         };
+        if plan.accumulators > 0 {
+            return self.vector_reduction(var, extent, body, &plan);
+        }
         let (lanes, chunks) = (plan.lanes, plan.chunks);
         if plan.unrolled {
             for c in 0..chunks {
@@ -144,7 +193,7 @@ impl FnTranslator<'_, '_, '_> {
         Ok(())
     }
 
-    fn bind_lane(&mut self, lane: &Lane, i: i64) {
+    pub(super) fn bind_lane(&mut self, lane: &Lane, i: i64) {
         let v = self.index_add(lane.base, Val::Int(i));
         let binding = match v {
             Val::Int(c) => Binding::Const(c),
@@ -265,7 +314,7 @@ impl FnTranslator<'_, '_, '_> {
         Ok(())
     }
 
-    fn as_vector(&mut self, v: VVal, dtype: DType, lanes: i64) -> Value {
+    pub(super) fn as_vector(&mut self, v: VVal, dtype: DType, lanes: i64) -> Value {
         match v {
             VVal::Vector(x) => x,
             VVal::Uniform(u) => {
@@ -298,7 +347,12 @@ impl FnTranslator<'_, '_, '_> {
     }
 
     /// `e` in a chunk; its dtype has `lane.lanes` lanes per vector.
-    fn vexpr(&mut self, e: &Expr, lane: &Lane, speculative: bool) -> Result<VVal, CodegenError> {
+    pub(super) fn vexpr(
+        &mut self,
+        e: &Expr,
+        lane: &Lane,
+        speculative: bool,
+    ) -> Result<VVal, CodegenError> {
         if !uses(e, lane.var) {
             return Ok(VVal::Uniform(self.expr(e, speculative)?));
         }

@@ -71,7 +71,8 @@ pub struct AnnotationSite {
     pub stage: String,
     /// Its leading spatial loops may be fused into one parallel loop.
     pub parallel: bool,
-    /// Its innermost loop may be vectorized (when spatial).
+    /// Its innermost loop may be vectorized (a spatial one when short, a
+    /// reduction one lane-wise).
     pub vectorize: bool,
     /// It may get an `auto_unroll_max_step` pragma.
     pub unroll: bool,

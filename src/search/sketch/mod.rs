@@ -21,6 +21,7 @@ mod tensorize;
 #[cfg(test)]
 mod tests;
 mod tiling;
+mod vector_reduce;
 
 use crate::runtime::Target;
 use std::fmt;
@@ -37,6 +38,7 @@ use simple::Simple;
 use stage::{Stage, stages_of};
 use tensorize::{Packing, Tensorize, TensorizeInto};
 use tiling::{MultiLevelTiling, MultiLevelTilingWithFusion};
+use vector_reduce::VectorReduce;
 
 /// Most sketches generated for one DAG.
 pub const MAX_SKETCHES: usize = 16;
@@ -95,6 +97,9 @@ static RULES: &[&dyn SketchRule] = &[
     &MultiLevelTiling,
     // A reduction with little parallelism and a long reduction: rfactor.
     &Rfactor,
+    // A reduction along consecutive elements: that axis innermost, to be
+    // vectorized lane-wise, at the root or in its consumer's row loop.
+    &VectorReduce,
     // Every stage left: at the root, innermost axis split for vectors.
     &Simple,
 ];
@@ -147,6 +152,12 @@ enum VariantKind {
     },
     /// Its reduction factored into a parallel stage.
     Rfactor,
+    /// Its contiguous reduction axis innermost (to be vectorized lane-wise),
+    /// at the root or computed at the row loop of consumer `at`.
+    VectorReduce {
+        /// The consumer it is computed in, if not at the root.
+        at: Option<String>,
+    },
     /// At the root, innermost axis split for vectorization.
     Simple,
 }
@@ -174,6 +185,10 @@ impl fmt::Display for VariantKind {
                 }
             }
             VariantKind::Rfactor => write!(f, "rfactor"),
+            VariantKind::VectorReduce { at: None } => write!(f, "vector_reduce"),
+            VariantKind::VectorReduce { at: Some(consumer) } => {
+                write!(f, "vector_reduce@{consumer}")
+            }
             VariantKind::Simple => write!(f, "simple"),
         }
     }

@@ -18,6 +18,19 @@ pub(super) struct Stage {
     /// and the stage is a reduction with data reuse: tiling with fusion
     /// computes the stage per tile of it.
     pub fusible_consumer: Option<FusibleConsumer>,
+    /// Its only effective consumer, when that is not inlined and reads the
+    /// stage at its own leading axes (`row_max[i]` in `exp[i, j]`), with
+    /// the consumer's loop over the stage's last axis: the stage may be
+    /// computed there, one row per iteration, while the row is in cache.
+    pub row_consumer: Option<RowConsumer>,
+}
+
+/// The consumer a stage may be computed in, one row at a time.
+pub(super) struct RowConsumer {
+    /// Its name.
+    pub name: String,
+    /// Its loop over the producer's last axis (not its own innermost).
+    pub row_loop: String,
 }
 
 /// The consumer that tiling with fusion schedules together with its producer.
@@ -113,6 +126,7 @@ pub(super) fn stages_of(dag: &ComputeDag) -> Vec<Stage> {
                 op: t.compute_op()?.clone(),
                 is_output: dag.outputs().contains(&t),
                 fusible_consumer: None,
+                row_consumer: None,
             })
         })
         .collect();
@@ -167,10 +181,66 @@ pub(super) fn stages_of(dag: &ComputeDag) -> Vec<Stage> {
             }
         })
         .collect();
-    for (stage, consumer) in stages.iter_mut().zip(fusible) {
+    let row_consumers: Vec<Option<RowConsumer>> = (0..stages.len())
+        .map(|i| match effective_consumers(i).as_slice() {
+            [(c, _)] if !stages[*c].inlinable() && !stages[i].is_output => {
+                let rank = tensors[i].shape().len();
+                let axes = &stages[*c].op.axes;
+                (rank >= 1
+                    && rank < axes.len()
+                    && reads_leading_axes(&stages[*c].op, &tensors[i], rank))
+                .then(|| RowConsumer {
+                    name: stages[*c].name.clone(),
+                    row_loop: axes[rank - 1].name().to_string(),
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    for ((stage, consumer), row) in stages.iter_mut().zip(fusible).zip(row_consumers) {
         stage.fusible_consumer = consumer;
+        stage.row_consumer = row;
     }
     stages
+}
+
+/// Whether every read of `producer` in `consumer` is at the consumer's
+/// first `rank` axes, in order.
+fn reads_leading_axes(consumer: &ComputeOp, producer: &Tensor, rank: usize) -> bool {
+    let reads: Vec<_> = reads_of(consumer)
+        .into_iter()
+        .filter(|(t, _)| t == producer)
+        .collect();
+    !reads.is_empty()
+        && reads.iter().all(|(_, idx)| {
+            idx.len() == rank
+                && idx
+                    .iter()
+                    .zip(&consumer.axes)
+                    .all(|(i, a)| matches!(i.kind(), ExprKind::Var(v) if v.id() == a.id()))
+        })
+}
+
+/// Whether `op` is a float reduction whose innermost reduction axis, in
+/// every read that uses it, is the last index alone (consecutive elements).
+pub(super) fn reduces_contiguously(op: &ComputeOp) -> bool {
+    let Some(reduction) = op.reduction() else {
+        return false;
+    };
+    let Some(inner) = reduction.axes.last() else {
+        return false;
+    };
+    let reads = reads_of(op);
+    let used: Vec<_> = reads.iter().filter(|(_, idx)| uses(idx, inner)).collect();
+    op.body.dtype().is_float()
+        && !used.is_empty()
+        && used.iter().all(|(_, idx)| match idx.split_last() {
+            Some((last, rest)) => {
+                !uses(rest, inner)
+                    && matches!(last.kind(), ExprKind::Var(v) if v.id() == inner.id())
+            }
+            None => false,
+        })
 }
 
 fn reads_of(op: &ComputeOp) -> Vec<(Tensor, Vec<Expr>)> {
@@ -204,16 +274,5 @@ pub(super) fn uses(idx: &[Expr], axis: &Var) -> bool {
 
 /// Reads `producer` at exactly its own axes, in order (an elementwise use).
 fn reads_identity(consumer: &ComputeOp, producer: &Tensor) -> bool {
-    let reads: Vec<_> = reads_of(consumer)
-        .into_iter()
-        .filter(|(t, _)| t == producer)
-        .collect();
-    !reads.is_empty()
-        && reads.iter().all(|(_, idx)| {
-            idx.len() == consumer.axes.len()
-                && idx
-                    .iter()
-                    .zip(&consumer.axes)
-                    .all(|(i, a)| matches!(i.kind(), ExprKind::Var(v) if v.id() == a.id()))
-        })
+    reads_leading_axes(consumer, producer, consumer.axes.len())
 }

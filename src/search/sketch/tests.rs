@@ -50,6 +50,7 @@ fn the_rules_are_tried_in_ansors_order() {
             "tensorize_into_cache_write",
             "multi_level_tiling",
             "rfactor",
+            "vector_reduce",
             "simple",
         ]
     );
@@ -91,7 +92,11 @@ fn each_kind_of_stage_meets_the_conditions_of_its_rules() {
     let sum_squares = stage_of("norm", "B=1,M=32,N=32", "sum_squares");
     assert_eq!(
         conditions(&sum_squares),
-        [("rfactor", Apply), ("simple", Apply)]
+        [
+            ("rfactor", Apply),
+            ("vector_reduce", Apply),
+            ("simple", Apply)
+        ]
     );
 }
 
