@@ -27,6 +27,7 @@ mod kernel_api;
 mod measure_isolation;
 mod ops_reference;
 mod realtime;
+mod remeasure;
 mod schedule_equivalence;
 mod search;
 mod simplify_report;
