@@ -471,7 +471,7 @@ pub fn remeasure_best(
             progress(TuneEvent::Remeasure {
                 done: before + done,
                 total,
-                task: *label,
+                task: label,
             })
         };
         tuner.remeasure(measurer, db.as_deref_mut(), options, &report_pass)?;
