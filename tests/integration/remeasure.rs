@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use common::{Scratch, ok_result, split_steps, tessera, tiled_steps};
+use common::{FAST_TUNE, Scratch, ok_result, split_steps, tessera, tiled_steps};
 use tessera::cost::RandomModel;
 use tessera::db::{Lookup, Remeasurement, TuningDb, schema_sql};
 use tessera::deploy::{self, Artifact, DeployOptions, DeployOutcome};
@@ -89,6 +89,25 @@ fn deployed_artifact(db: &TuningDb, out: &Path) -> Artifact {
     Artifact::read(report.workloads[0].file.as_ref().expect("a file")).expect("artifact")
 }
 
+/// `tessera deploy --db DB --out OUT [--json]`'s standard output (it must succeed).
+fn deploy_cli(db: &Path, out: &Path, json: bool) -> String {
+    let mut args = vec!["deploy", "--db", path_str(db), "--out", path_str(out)];
+    if json {
+        args.push("--json");
+    }
+    let o = tessera(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+/// The summary line of matmul 64³.
+fn matmul_line(stdout: &str) -> &str {
+    stdout
+        .lines()
+        .find(|l| l.contains("matmul[M=64,N=64,K=64"))
+        .unwrap_or_else(|| panic!("no line of the workload in {stdout}"))
+}
+
 #[test]
 fn deploy_picks_the_better_remeasured_record_not_the_lucky_outlier() {
     let dir = Scratch::new("remeasure-lucky");
@@ -109,37 +128,18 @@ fn deploy_picks_the_better_remeasured_record_not_the_lucky_outlier() {
     assert_eq!(record.steps, tiled_steps());
 
     // The CLI prints both figures of the deployed schedule.
-    let out = dir.join("cli-schedules");
-    let o = tessera(&[
-        "deploy",
-        "--db",
-        path_str(&dir.join("tuning.db")),
-        "--out",
-        path_str(&out),
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let stdout = text(&o.stdout);
+    let (db_path, out) = (dir.join("tuning.db"), dir.join("cli-schedules"));
+    let stdout = deploy_cli(&db_path, &out, false);
     assert!(stdout.contains("re-measured"), "{stdout}");
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("matmul[M=64,N=64,K=64"))
-        .expect("the workload's line");
+    let line = matmul_line(&stdout);
     let tuned_text = format!("{:.2}", gflops(&task, 1.05e-4));
     let again_text = format!("{:.2}", gflops(&task, 1.2e-4));
     assert!(
         line.contains(&tuned_text) && line.contains(&again_text),
         "{line} should hold {tuned_text} and {again_text}"
     );
-    let o = tessera(&[
-        "deploy",
-        "--db",
-        path_str(&dir.join("tuning.db")),
-        "--out",
-        path_str(&out),
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let json: serde_json::Value =
+        serde_json::from_str(&deploy_cli(&db_path, &out, true)).expect("json");
     let row = &json["workloads"][0];
     assert_eq!(row["outcome"], "unchanged");
     assert!((row["remeasured_gflops"].as_f64().expect("figure") - remeasured).abs() < 1e-9);
@@ -311,22 +311,6 @@ fn a_run_with_remeasure_2_remeasures_its_2_best_in_fresh_workers() {
     assert_eq!(*events.lock().expect("lock"), vec![(2, 4), (4, 4)]);
 }
 
-/// Small and fast: one worker, one short timed repeat, a small search.
-const FAST: &[&str] = &[
-    "--workers",
-    "1",
-    "--min-repeat-ms",
-    "1",
-    "--repeat",
-    "1",
-    "--population",
-    "16",
-    "--generations",
-    "1",
-    "--model",
-    "random",
-];
-
 #[test]
 fn a_suite_with_remeasure_2_stores_2_remeasured_records_per_task_and_prints_both_figures() {
     let dir = Scratch::new("remeasure-suite");
@@ -353,7 +337,7 @@ fn a_suite_with_remeasure_2_stores_2_remeasured_records_per_task_and_prints_both
         "--remeasure",
         "2",
     ];
-    args.extend_from_slice(FAST);
+    args.extend_from_slice(FAST_TUNE);
     let out = tessera(&args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
@@ -468,18 +452,7 @@ fn a_schema_1_database_merges_opens_and_deploys_as_before() {
     drop(db);
 
     // The CLI deploys it too, the re-measured column empty.
-    let o = tessera(&[
-        "deploy",
-        "--db",
-        path_str(&old),
-        "--out",
-        path_str(&dir.join("cli")),
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let stdout = text(&o.stdout);
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("matmul[M=64,N=64,K=64"))
-        .expect("the workload's line");
+    let stdout = deploy_cli(&old, &dir.join("cli"), false);
+    let line = matmul_line(&stdout);
     assert!(line.contains(" - "), "{line}");
 }
