@@ -24,7 +24,7 @@ use tessera::db::TuningDb;
 use tessera::deploy::{self, DeployOptions, Library};
 use tessera::measure::{MeasureOptions, Measurer, Task};
 use tessera::runtime::host_device;
-use tessera::search::{TuneOptions, tune};
+use tessera::search::{TuneEvent, TuneOptions, tune};
 use tessera::te::{self, ComputeDag, DType};
 
 fn main() -> ExitCode {
@@ -89,7 +89,17 @@ fn quickstart() -> Result<(), Box<dyn std::error::Error>> {
         Some(&mut db),
         &mut model,
         &options,
-        &|done, total, best| eprint!("\r  tuning: {done}/{total} trials, best {best:.2} GFLOP/s "),
+        &|event| match event {
+            TuneEvent::Batch {
+                trials,
+                budget,
+                best_gflops,
+                ..
+            } => eprint!("\r  tuning: {trials}/{budget} trials, best {best_gflops:.2} GFLOP/s "),
+            TuneEvent::Remeasure { done, total, .. } => {
+                eprint!("\r  re-measuring the best: {done}/{total} runs              ")
+            }
+        },
         &AtomicBool::new(false),
     )?;
     eprintln!();

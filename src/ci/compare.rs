@@ -62,6 +62,7 @@ impl Comparing<'_> {
             default_gflops: None,
             tuned_gflops: None,
             recorded_gflops: line.and_then(|l| l.gflops),
+            remeasured_gflops: line.and_then(|l| l.remeasured_gflops),
             artifact: line.and_then(|l| l.file.clone()),
             comparison: Comparison::NoBaseline,
             regressed: false,

@@ -17,7 +17,7 @@ use crate::db::TuningDb;
 use crate::deploy::device_dir;
 use crate::measure::Measurer;
 use crate::runtime::host_device;
-use crate::search::{CurvePoint, SearchOptions, Suite, SuiteProgress, SuiteTask};
+use crate::search::{CurvePoint, Progress, RemeasureOptions, SearchOptions, Suite, SuiteTask};
 
 use super::baseline::{Baseline, Comparison};
 use super::budget::Budget;
@@ -64,6 +64,9 @@ pub struct CiOptions {
     pub batch_size: usize,
     /// The evolutionary search.
     pub search: SearchOptions,
+    /// The re-measurement of each workload's best candidates after tuning
+    /// (the deployed schedule is chosen by it).
+    pub remeasure: RemeasureOptions,
     /// The command line, for the report and the model file.
     pub command: String,
 }
@@ -88,6 +91,8 @@ pub struct CiWorkload {
     pub tuned_gflops: Option<f64>,
     /// What the deployed schedule's record measured while tuning.
     pub recorded_gflops: Option<f64>,
+    /// What it measured when re-measured after tuning, if it was.
+    pub remeasured_gflops: Option<f64>,
     /// The artifact written, if any.
     pub artifact: Option<PathBuf>,
     /// Against the baseline.
@@ -195,7 +200,7 @@ pub fn run_ci(
     options: &CiOptions,
     measurer: &mut Measurer,
     model: &mut dyn CostModel,
-    progress: SuiteProgress,
+    progress: Progress,
     stage: Stage,
     stop: &AtomicBool,
 ) -> Result<CiReport, CiError> {

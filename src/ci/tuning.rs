@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::cost::CostModel;
 use crate::db::TuningDb;
 use crate::measure::Measurer;
-use crate::search::{SuiteOptions, SuiteProgress, SuiteReport, SuiteTask, tune_suite};
+use crate::search::{Progress, SuiteOptions, SuiteReport, SuiteTask, tune_suite};
 
 use super::budget::trials_spent;
 use super::error::CiError;
@@ -35,7 +35,7 @@ pub(super) struct TuningRun<'a> {
     pub measurer: &'a mut Measurer,
     pub db: &'a mut TuningDb,
     pub model: &'a mut dyn CostModel,
-    pub progress: SuiteProgress<'a>,
+    pub progress: Progress<'a>,
     pub stop: &'a AtomicBool,
 }
 
@@ -88,6 +88,7 @@ impl TuningRun<'_> {
             seed: options.seed,
             early_stopping: None,
             search: options.search.clone(),
+            remeasure: options.remeasure,
             ..SuiteOptions::default()
         };
         let deadline = options.budget.time.map(|t| Instant::now() + t);

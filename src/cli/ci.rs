@@ -6,11 +6,11 @@ use std::sync::atomic::Ordering;
 
 use super::error::CliError;
 use super::search_flags::SearchFlags;
-use super::tune::{progress_bar, stop_on_ctrl_c};
+use super::tune::{progress_bar, show_remeasure, stop_on_ctrl_c};
 use crate::ci::{self, Budget, CiOptions, CiReport, Shard};
 use crate::cost;
 use crate::runtime::Target;
-use crate::search::{SearchOptions, Suite};
+use crate::search::{SearchOptions, Suite, TuneEvent};
 
 /// `tessera ci` options.
 #[derive(Debug, clap::Args)]
@@ -83,6 +83,7 @@ pub(crate) fn ci(args: &CiArgs, target: &Target) -> Result<String, CliError> {
         learner: args.learner.clone(),
         batch_size: args.batch_size,
         search: SearchOptions::default(),
+        remeasure: args.flags.remeasure()?,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     // Unknown learners fail before anything is tuned.
@@ -99,14 +100,22 @@ pub(crate) fn ci(args: &CiArgs, target: &Target) -> Result<String, CliError> {
         &options,
         &mut measurer,
         model.as_mut(),
-        &|done, total, label, best| {
-            if total < usize::MAX / 4 {
-                bar.set_length(total as u64);
+        &|event| match event {
+            TuneEvent::Batch {
+                trials,
+                budget,
+                task,
+                best_gflops,
+            } => {
+                if budget < usize::MAX / 4 {
+                    bar.set_length(budget as u64);
+                }
+                bar.set_position(trials as u64);
+                if !task.is_empty() {
+                    bar.set_message(format!("{task} {best_gflops:.2} GFLOP/s"));
+                }
             }
-            bar.set_position(done as u64);
-            if !label.is_empty() {
-                bar.set_message(format!("{label} {best:.2} GFLOP/s"));
-            }
+            TuneEvent::Remeasure { done, total, task } => show_remeasure(&bar, done, total, task),
         },
         &|stage| bar.println(format!("ci: {stage}")),
         &stop,

@@ -169,6 +169,7 @@ fn deploy_for(
                     "workload_key": w.key,
                     "file": w.file.as_ref().map(|f| f.display().to_string()),
                     "gflops": w.gflops,
+                    "remeasured_gflops": w.remeasured_gflops,
                     "trials": w.trials,
                     "outcome": outcome,
                     "reason": reason,
@@ -193,6 +194,11 @@ fn deploy_for(
     }
     let mut out = String::new();
     let _ = writeln!(out, "deploying to {}", report.device_dir.display());
+    let _ = writeln!(
+        out,
+        "  {:<52} {:>9} {:>11}  (GFLOP/s: tuned = best of many, re-measured = median in fresh workers)",
+        "workload", "tuned", "re-measured"
+    );
     for w in &report.workloads {
         let what = match &w.outcome {
             DeployOutcome::Written => "written".to_string(),
@@ -204,11 +210,14 @@ fn deploy_for(
             }
             DeployOutcome::Skipped(reason) => format!("skipped: {reason}"),
         };
-        let gflops = w.gflops.map_or("-".into(), |g| format!("{g:.2}"));
+        let number = |g: Option<f64>| g.map_or("-".into(), |g| format!("{g:.2}"));
         let _ = writeln!(
             out,
-            "  {:<52} {:>9} GFLOP/s {:>6} trials  {what}",
-            w.readable, gflops, w.trials
+            "  {:<52} {:>9} {:>11} {:>6} trials  {what}",
+            w.readable,
+            number(w.gflops),
+            number(w.remeasured_gflops),
+            w.trials
         );
         if let Some(o) = object_of(&w.readable) {
             let _ = writeln!(

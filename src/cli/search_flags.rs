@@ -1,5 +1,5 @@
-//! The flags `tessera tune` and `tessera ci` share: the search's cost model
-//! and how candidates are measured.
+//! The flags `tessera tune` and `tessera ci` share: the search's cost model,
+//! how candidates are measured, and how the best are measured again at the end.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,6 +9,7 @@ use crate::codegen::CodegenOptions;
 use crate::cost::{self, CostModel, LearnedModel, RandomModel};
 use crate::measure::{MeasureOptions, Measurer, TimingOptions};
 use crate::runtime::Target;
+use crate::search::{MAX_REMEASURE, RemeasureOptions};
 
 /// The pretrained model used when `--pretrained` is not given.
 const DEFAULT_PRETRAINED: &str = "cost_model/pretrained.model";
@@ -41,9 +42,37 @@ pub(crate) struct SearchFlags {
     /// Shortest duration of a timed repeat, in milliseconds.
     #[arg(long, default_value_t = 20.0)]
     min_repeat_ms: f64,
+    /// At the end, measure the best N candidates of each workload again in
+    /// fresh worker processes (interleaved passes, not counted as trials);
+    /// `deploy` chooses by their median. 0 turns it off.
+    #[arg(long, value_name = "N", default_value_t = RemeasureOptions::default().candidates)]
+    remeasure: usize,
+    /// Interleaved passes of the re-measurement (each times every candidate once).
+    #[arg(long, value_name = "N", default_value_t = RemeasureOptions::default().passes)]
+    remeasure_passes: usize,
 }
 
 impl SearchFlags {
+    /// `--remeasure` and `--remeasure-passes`, checked.
+    pub(crate) fn remeasure(&self) -> Result<RemeasureOptions, CliError> {
+        if self.remeasure > MAX_REMEASURE {
+            return Err(CliError::Usage(format!(
+                "--remeasure {}: at most {MAX_REMEASURE} candidates can be re-measured",
+                self.remeasure
+            )));
+        }
+        if self.remeasure_passes == 0 {
+            return Err(CliError::Usage(
+                "--remeasure-passes must be at least 1 (--remeasure 0 turns re-measurement off)"
+                    .into(),
+            ));
+        }
+        Ok(RemeasureOptions {
+            candidates: self.remeasure,
+            passes: self.remeasure_passes,
+        })
+    }
+
     /// `--timeout` as a duration (positive).
     pub(crate) fn timeout(&self) -> Result<Duration, CliError> {
         super::measure::seconds("timeout", self.timeout)

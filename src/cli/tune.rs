@@ -3,6 +3,8 @@
 //! tuning cache; with `--suite FILE`, the workloads of a suite share one
 //! budget through the task scheduler. `--plot FILE.svg` draws the tuning
 //! curve (a suite: one line per workload, as a fraction of its final best).
+//! At the end the best candidates are re-measured in fresh workers
+//! (`--remeasure N`); the summary gives both figures.
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -20,8 +22,8 @@ use crate::db::{self, TuningDb};
 use crate::measure::{Measurer, Task};
 use crate::runtime::Target;
 use crate::search::{
-    CurvePoint, SearchOptions, Suite, SuiteOptions, SuiteReport, TuneOptions, TuneReport,
-    plot_curves, plot_normalised_curves, tune, tune_suite,
+    CurvePoint, RemeasureReport, SearchOptions, Suite, SuiteOptions, SuiteReport, TuneEvent,
+    TuneOptions, TuneReport, plot_curves, plot_normalised_curves, tune, tune_suite,
 };
 
 /// `tessera tune` options.
@@ -91,6 +93,7 @@ pub(crate) fn tune_command(args: &TuneArgs, target: &Target) -> Result<String, C
 
 fn check_options(args: &TuneArgs) -> Result<Duration, CliError> {
     let timeout = args.flags.timeout()?;
+    args.flags.remeasure()?;
     if args.trials == 0 || args.batch_size == 0 || args.population == 0 {
         return Err(CliError::Usage(
             "--trials, --batch-size and --population must be at least 1".into(),
@@ -163,6 +166,22 @@ pub(crate) fn progress_bar(trials: usize, what: &str) -> ProgressBar {
     bar
 }
 
+/// Shows a [`TuneEvent::Remeasure`] on `bar` (switching it to counting runs).
+pub(crate) fn show_remeasure(bar: &ProgressBar, done: usize, total: usize, task: &str) {
+    if bar.length() != Some(total as u64) {
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} re-measuring the best in fresh workers [{bar:30}] {pos}/{len} runs (not trials), {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_length(total as u64);
+    }
+    bar.set_position(done as u64);
+    bar.set_message(task.to_string());
+}
+
 fn search_options(args: &TuneArgs) -> SearchOptions {
     SearchOptions {
         population: args.population,
@@ -185,6 +204,7 @@ fn tune_one(args: &TuneArgs, target: &Target, timeout: Duration) -> Result<Strin
         seed: args.seed,
         early_stopping: args.early_stopping,
         search: search_options(args),
+        remeasure: args.flags.remeasure()?,
     };
     let start: Mutex<Option<f64>> = Mutex::new(None);
     let report = tune(
@@ -193,14 +213,21 @@ fn tune_one(args: &TuneArgs, target: &Target, timeout: Duration) -> Result<Strin
         Some(&mut s.db),
         s.model.as_mut(),
         &tune_options,
-        &|done, _, best| {
-            if done == 0
-                && let Ok(mut start) = start.lock()
-            {
-                *start = Some(best);
+        &|event| match event {
+            TuneEvent::Batch {
+                trials,
+                best_gflops,
+                ..
+            } => {
+                if trials == 0
+                    && let Ok(mut start) = start.lock()
+                {
+                    *start = Some(best_gflops);
+                }
+                bar.set_position(trials as u64);
+                bar.set_message(format!("{best_gflops:.2} GFLOP/s"));
             }
-            bar.set_position(done as u64);
-            bar.set_message(format!("{best:.2} GFLOP/s"));
+            TuneEvent::Remeasure { done, total, task } => show_remeasure(&bar, done, total, task),
         },
         &s.stop,
     )?;
@@ -251,12 +278,19 @@ fn render(report: &TuneReport, task: &Task, model: &str, db: &TuningDb, args: &T
     let _ = writeln!(out, "default   {}", gflops_text(report.default_gflops));
     let _ = writeln!(
         out,
-        "best      {}{}",
+        "best      {} tuned (best of many){}",
         gflops_text(report.best_gflops),
         report
             .speedup()
             .map_or(String::new(), |s| format!(" ({s:.1}x the default)"))
     );
+    if let Some(again) = &report.remeasure {
+        let best_again = report
+            .best_remeasured()
+            .map_or("-".to_string(), remeasured_text);
+        let _ = writeln!(out, "          {best_again} re-measured");
+        let _ = writeln!(out, "{}", remeasure_text(again));
+    }
     let _ = writeln!(
         out,
         "trials    {} in {:.1} s ({:.2} candidates/s){}{}",
@@ -298,6 +332,35 @@ fn render(report: &TuneReport, task: &Task, model: &str, db: &TuningDb, args: &T
     out
 }
 
+/// A candidate's re-measured figure, or why it has none.
+fn remeasured_text(c: &crate::search::RemeasuredCandidate) -> String {
+    match (c.remeasured_gflops, &c.error) {
+        (Some(g), _) => format!("{g:.2} GFLOP/s"),
+        (None, Some(why)) => format!("- (failed: {why})"),
+        (None, None) => "-".to_string(),
+    }
+}
+
+/// The re-measurement lines of one task's summary.
+fn remeasure_text(again: &RemeasureReport) -> String {
+    let runs = again.candidates.len() * again.passes;
+    let mut out = format!(
+        "re-measured the best {} in fresh workers, {} interleaved passes ({runs} runs, not trials) in {:.1} s",
+        again.candidates.len(),
+        again.passes,
+        again.secs
+    );
+    if let Some(pick) = again.pick() {
+        let _ = write!(
+            out,
+            "\ndeploy picks {} re-measured ({:.2} GFLOP/s tuned)",
+            remeasured_text(pick),
+            pick.tuned_gflops
+        );
+    }
+    out
+}
+
 fn gflops_text(g: Option<f64>) -> String {
     g.map_or("-".to_string(), |g| format!("{g:.2} GFLOP/s"))
 }
@@ -331,6 +394,7 @@ fn tune_suite_command(
         seed: args.seed,
         early_stopping: args.early_stopping,
         search: search_options(args),
+        remeasure: args.flags.remeasure()?,
         ..SuiteOptions::default()
     };
     let report = tune_suite(
@@ -339,11 +403,19 @@ fn tune_suite_command(
         Some(&mut s.db),
         s.model.as_mut(),
         &options,
-        &|done, _, label, best| {
-            bar.set_position(done as u64);
-            if !label.is_empty() {
-                bar.set_message(format!("{label} {best:.2} GFLOP/s"));
+        &|event| match event {
+            TuneEvent::Batch {
+                trials,
+                task,
+                best_gflops,
+                ..
+            } => {
+                bar.set_position(trials as u64);
+                if !task.is_empty() {
+                    bar.set_message(format!("{task} {best_gflops:.2} GFLOP/s"));
+                }
             }
+            TuneEvent::Remeasure { done, total, task } => show_remeasure(&bar, done, total, task),
         },
         &s.stop,
     )?;
@@ -412,13 +484,15 @@ fn render_suite(
         .map(|t| t.label.len())
         .fold(5, usize::max);
     let weighted = report.tasks.iter().any(|t| t.weight != 1.0);
+    let remeasured = report.tasks.iter().any(|t| t.report.remeasure.is_some());
     let _ = writeln!(
         out,
-        "\n{:<width$}  {}{:>15}  {:>13}  {:>8}  {:>6}  {:>6}",
+        "\n{:<width$}  {}{:>15}  {:>13}  {}{:>8}  {:>6}  {:>6}",
         "label",
         if weighted { "weight  " } else { "" },
         "default GFLOP/s",
         "best GFLOP/s",
+        if remeasured { "re-measured  " } else { "" },
         "speed-up",
         "trials",
         "rounds"
@@ -427,7 +501,7 @@ fn render_suite(
     for t in &report.tasks {
         let _ = writeln!(
             out,
-            "{:<width$}  {}{:>15}  {:>13}  {:>8}  {:>6}  {:>6}{}",
+            "{:<width$}  {}{:>15}  {:>13}  {}{:>8}  {:>6}  {:>6}{}",
             t.label,
             if weighted {
                 format!("{:>6}  ", t.weight)
@@ -436,6 +510,14 @@ fn render_suite(
             },
             number(t.report.default_gflops),
             number(t.report.best_gflops),
+            if remeasured {
+                format!(
+                    "{:>11}  ",
+                    number(t.report.best_remeasured().and_then(|c| c.remeasured_gflops))
+                )
+            } else {
+                String::new()
+            },
             t.report
                 .speedup()
                 .map_or("-".to_string(), |s| format!("{s:.2}x")),
@@ -461,6 +543,20 @@ fn render_suite(
             ""
         }
     );
+    if remeasured {
+        let runs: usize = report
+            .tasks
+            .iter()
+            .filter_map(|t| t.report.remeasure.as_ref())
+            .map(|r| r.candidates.len() * r.passes)
+            .sum();
+        let _ = writeln!(
+            out,
+            "re-measured the best of each workload in fresh workers: {runs} runs (not trials) in {:.1} s; \
+             best GFLOP/s is the tuning figure (best of many), re-measured the median of the best's runs",
+            report.remeasure_s
+        );
+    }
     if let (Some(default), Some(best)) = (report.default_latency_s, report.best_latency_s) {
         let _ = writeln!(
             out,

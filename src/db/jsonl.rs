@@ -160,7 +160,7 @@ impl TuningDb {
         if version < 1 {
             return Ok(ImportStats::default());
         }
-        let records = TuningDb::from_connection(conn, other.into()).all_records()?;
+        let records = TuningDb::from_connection(conn, other.into(), version).all_records()?;
         let added = self.insert_all(&records)?;
         Ok(ImportStats {
             read: records.len(),

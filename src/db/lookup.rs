@@ -10,7 +10,7 @@ use crate::schedule::State;
 
 use super::error::DbError;
 use super::record::TuningRecord;
-use super::store::{RECORD_COLUMNS, RECORD_FROM, TuningDb};
+use super::store::{BEST_FIRST, RECORD_FROM, TuningDb};
 
 /// A stored record passed over because it cannot be used.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,7 +24,8 @@ pub struct SkippedRecord {
 /// What a lookup found.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Lookup {
-    /// The fastest record of this workload on this device that replays.
+    /// The best record of this workload on this device that replays (by its
+    /// re-measured median when any record of it was re-measured).
     Exact(Box<TuningRecord>),
     /// Nothing usable for this device; these devices (readable name, key
     /// hash, successful records) have records for this workload.
@@ -37,15 +38,18 @@ pub enum Lookup {
 /// The best records that replay, and the ones passed over on the way.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ValidRecords {
-    /// Fastest first; each replays on the task's DAG.
+    /// Best first; each replays on the task's DAG.
     pub records: Vec<TuningRecord>,
-    /// Records that were faster than the last one returned but cannot be used.
+    /// Records ranked before the last one returned that cannot be used.
     pub skipped: Vec<SkippedRecord>,
 }
 
 impl TuningDb {
-    /// The `k` fastest successful records of `task` on `device` whose steps
+    /// The `k` best successful records of `task` on `device` whose steps
     /// replay on the task's DAG; those that do not are reported and skipped.
+    /// Best first: records re-measured at the end of a tuning run by their
+    /// re-measured median, then the others by their tuning figure (the
+    /// order of [`best`](TuningDb::best)).
     pub fn best_valid(
         &self,
         task: &Task,
@@ -54,8 +58,9 @@ impl TuningDb {
     ) -> Result<ValidRecords, DbError> {
         let rows = self.query_rows(
             &format!(
-                "SELECT {RECORD_COLUMNS} FROM {RECORD_FROM} WHERE w.key = ?1 AND d.key = ?2 \
-                 AND r.cost IS NOT NULL ORDER BY r.cost, r.id"
+                "SELECT {} FROM {RECORD_FROM} WHERE w.key = ?1 AND d.key = ?2 \
+                 AND r.cost IS NOT NULL ORDER BY {BEST_FIRST}",
+                self.record_columns()
             ),
             params![task.key().hash, device.hash],
         )?;

@@ -53,6 +53,33 @@ pub struct TuningRecord {
     pub steps: Vec<Step>,
     /// The measurement.
     pub result: MeasureResult,
+    /// The schedule measured again at the end of a tuning run, when it was
+    /// one of the run's best candidates; absent otherwise (and in records
+    /// written before schema 2). Not part of the [fingerprint](Self::fingerprint):
+    /// it is a later figure of the same measurement's schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remeasured: Option<Remeasurement>,
+}
+
+/// A schedule measured again at the end of a tuning run: in fresh worker
+/// processes, with the normal timing protocol, in passes interleaved with
+/// the run's other best candidates so that drift hits all of them alike.
+/// Its median is an honest figure where the tuning figure is the best of
+/// many noisy measurements.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Remeasurement {
+    /// Seconds per run: every timed repeat of every pass.
+    pub costs: Vec<f64>,
+    /// When the last pass finished (Unix seconds).
+    pub timestamp: f64,
+}
+
+impl Remeasurement {
+    /// The median of the costs (seconds per run); `None` without costs.
+    pub fn median(&self) -> Option<f64> {
+        (!self.costs.is_empty()).then(|| crate::measure::timing::median(&self.costs))
+    }
 }
 
 impl TuningRecord {
@@ -72,10 +99,18 @@ impl TuningRecord {
         digest.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// GFLOP/s of the median cost, for successful records.
+    /// GFLOP/s of the median cost, for successful records (the tuning figure).
     pub fn gflops(&self) -> Option<f64> {
         self.result
             .median()
+            .map(|m| self.workload.flops as f64 / m / 1e9)
+    }
+
+    /// GFLOP/s of the re-measured median, when the record was re-measured.
+    pub fn remeasured_gflops(&self) -> Option<f64> {
+        self.remeasured
+            .as_ref()
+            .and_then(Remeasurement::median)
             .map(|m| self.workload.flops as f64 / m / 1e9)
     }
 
@@ -119,6 +154,17 @@ impl TuningRecord {
                 r.error_kind,
                 if r.is_ok() { "" } else { "not " }
             ));
+        }
+        if let Some(again) = &self.remeasured {
+            if !r.is_ok() {
+                return Err("a failed measurement cannot have been re-measured".into());
+            }
+            if again.costs.is_empty() || again.costs.iter().any(|c| !c.is_finite() || *c < 0.0) {
+                return Err(
+                    "re-measured costs must be at least one finite, non-negative number of seconds"
+                        .into(),
+                );
+            }
         }
         Ok(())
     }

@@ -12,14 +12,22 @@
 //!   timestamp, and a `fingerprint` of the record's content that makes
 //!   imports and merges idempotent. Indexed on (workload, device, cost) for
 //!   best-of queries.
+//!
+//! Version 2 adds the re-measurement of a record's schedule at the end of a
+//! tuning run to `records`: `remeasured_costs` (JSON seconds),
+//! `remeasured_cost` (their median) and `remeasured_at` (Unix seconds), all
+//! NULL for records that were not re-measured (every record of a version-1
+//! database); indexed on (workload, device, remeasured_cost) for the
+//! deploy's choice.
 
 use rusqlite::{Connection, TransactionBehavior};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Migration `n` takes a database from version `n` to `n + 1`.
-const MIGRATIONS: [&str; 1] = [r#"
+const MIGRATIONS: [&str; 2] = [
+    r#"
 CREATE TABLE devices (
     id          INTEGER PRIMARY KEY,
     key         TEXT NOT NULL UNIQUE,
@@ -54,7 +62,25 @@ CREATE TABLE records (
 );
 CREATE INDEX records_best ON records(workload_id, device_id, cost);
 CREATE INDEX workloads_op ON workloads(op);
-"#];
+"#,
+    r#"
+ALTER TABLE records ADD COLUMN remeasured_costs TEXT;
+ALTER TABLE records ADD COLUMN remeasured_cost REAL;
+ALTER TABLE records ADD COLUMN remeasured_at REAL;
+CREATE INDEX records_remeasured ON records(workload_id, device_id, remeasured_cost);
+"#,
+];
+
+/// The SQL that took a database from schema `version - 1` to `version`
+/// (`schema_sql(1)` creates a version-1 database): what tests use to make a
+/// database as an older tessera wrote it.
+#[doc(hidden)]
+pub fn schema_sql(version: i64) -> Option<&'static str> {
+    usize::try_from(version - 1)
+        .ok()
+        .and_then(|n| MIGRATIONS.get(n))
+        .copied()
+}
 
 /// What opening found.
 pub(crate) enum Version {

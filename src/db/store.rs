@@ -11,7 +11,7 @@ use crate::runtime::DeviceDescription;
 use crate::schedule::Step;
 
 use super::error::DbError;
-use super::record::{DeviceInfo, TuningRecord, WorkloadInfo};
+use super::record::{DeviceInfo, Remeasurement, TuningRecord, WorkloadInfo};
 use super::schema::{SCHEMA_VERSION, Version, migrate};
 use super::write_fault::WriteFault;
 
@@ -26,12 +26,29 @@ pub struct TuningDb {
     write_fault: Option<WriteFault>,
     /// Records written (or tried) since the write fault was set.
     rows_written: usize,
+    /// Whether `records` has the re-measurement columns (schema 2 and later;
+    /// a version-1 file read by [`merge`](TuningDb::merge) has not).
+    remeasure_columns: bool,
 }
 
-/// The columns [`TuningDb::row_to_record`] reads, in order.
-pub(crate) const RECORD_COLUMNS: &str = "r.id, r.steps, r.costs, r.error_kind, r.error_msg, r.build_secs, \
+/// The columns [`TuningDb::row_to_record`] reads, in order
+/// ([`TuningDb::record_columns`] gives the ones of the open file).
+const RECORD_COLUMNS: &str = "r.id, r.steps, r.costs, r.error_kind, r.error_msg, r.build_secs, \
      r.run_secs, r.max_rel_error, r.tessera_version, r.schema_version, r.timestamp, \
-     w.key, w.readable, w.op, w.shape, w.flops, w.canonical, d.key, d.readable, d.description";
+     w.key, w.readable, w.op, w.shape, w.flops, w.canonical, d.key, d.readable, d.description, \
+     r.remeasured_costs, r.remeasured_at";
+
+/// [`RECORD_COLUMNS`] of a version-1 file: no re-measurements.
+const RECORD_COLUMNS_V1: &str = "r.id, r.steps, r.costs, r.error_kind, r.error_msg, r.build_secs, \
+     r.run_secs, r.max_rel_error, r.tessera_version, r.schema_version, r.timestamp, \
+     w.key, w.readable, w.op, w.shape, w.flops, w.canonical, d.key, d.readable, d.description, \
+     NULL, NULL";
+
+/// The order of "best first" among successful records: re-measured records
+/// by their re-measured median, then the others by their tuning figure.
+/// A re-measured median is an honest figure; the tuning figure of the best
+/// of many candidates is flattered by luck, so re-measured records come first.
+pub(crate) const BEST_FIRST: &str = "(r.remeasured_cost IS NULL), r.remeasured_cost, r.cost, r.id";
 
 /// The joins every record query uses.
 pub(crate) const RECORD_FROM: &str =
@@ -134,6 +151,7 @@ impl TuningDb {
                 path,
                 write_fault: WriteFault::from_env()?,
                 rows_written: 0,
+                remeasure_columns: true,
             }),
             Version::Newer(found) => Err(DbError::NewerSchema {
                 path,
@@ -143,13 +161,24 @@ impl TuningDb {
         }
     }
 
-    /// Wraps an open connection without migrating it (for reading another database).
-    pub(crate) fn from_connection(conn: Connection, path: PathBuf) -> TuningDb {
+    /// Wraps an open connection of schema `version` without migrating it
+    /// (for reading another database).
+    pub(crate) fn from_connection(conn: Connection, path: PathBuf, version: i64) -> TuningDb {
         TuningDb {
             conn,
             path,
             write_fault: None,
             rows_written: 0,
+            remeasure_columns: version >= 2,
+        }
+    }
+
+    /// The columns [`row_to_record`](Self::row_to_record) reads, as this file has them.
+    pub(crate) fn record_columns(&self) -> &'static str {
+        if self.remeasure_columns {
+            RECORD_COLUMNS
+        } else {
+            RECORD_COLUMNS_V1
         }
     }
 
@@ -232,6 +261,7 @@ impl TuningDb {
                 device: device.clone(),
                 steps: steps.to_vec(),
                 result: (*result).clone(),
+                remeasured: None,
             })
             .collect();
         self.insert_all(&records)
@@ -258,6 +288,40 @@ impl TuningDb {
         })
     }
 
+    /// Stores the re-measurement of `steps` (a schedule of `task` measured
+    /// on `device`) with every successful record of those steps there,
+    /// replacing an older re-measurement. Returns how many records it was
+    /// stored with (0: no such record, e.g. it was measured without a database).
+    pub fn record_remeasurement(
+        &mut self,
+        task: &Task,
+        device: &DeviceDescription,
+        steps: &[Step],
+        remeasurement: &Remeasurement,
+    ) -> Result<usize, DbError> {
+        let steps = serde_json::to_string(steps).unwrap_or_else(|_| "[]".into());
+        let costs = serde_json::to_string(&remeasurement.costs).unwrap_or_else(|_| "[]".into());
+        let (workload, device) = (task.key().hash.clone(), device.key().hash);
+        let path = self.path.clone();
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE records SET remeasured_costs = ?1, remeasured_cost = ?2, remeasured_at = ?3 \
+                 WHERE workload_id = (SELECT id FROM workloads WHERE key = ?4) \
+                 AND device_id = (SELECT id FROM devices WHERE key = ?5) \
+                 AND steps = ?6 AND cost IS NOT NULL",
+                params![
+                    costs,
+                    remeasurement.median(),
+                    remeasurement.timestamp,
+                    workload,
+                    device,
+                    steps
+                ],
+            )
+            .map_err(|source| DbError::Sqlite { path, source })
+        })
+    }
+
     /// Runs `work` in one write transaction (taken at once, so concurrent
     /// writers queue on the busy timeout instead of failing on upgrade);
     /// when `work` fails, the transaction is rolled back.
@@ -276,8 +340,9 @@ impl TuningDb {
         Ok(value)
     }
 
-    /// The `k` fastest successful records of `workload` on `device` (key
-    /// hashes), fastest first.
+    /// The `k` best successful records of `workload` on `device` (key
+    /// hashes), best first: the re-measured ones by their re-measured
+    /// median, then the others by their tuning figure.
     pub fn best(
         &self,
         workload: &str,
@@ -286,8 +351,9 @@ impl TuningDb {
     ) -> Result<Vec<TuningRecord>, DbError> {
         self.query(
             &format!(
-                "SELECT {RECORD_COLUMNS} FROM {RECORD_FROM} WHERE w.key = ?1 AND d.key = ?2 \
-                 AND r.cost IS NOT NULL ORDER BY r.cost, r.id LIMIT ?3"
+                "SELECT {} FROM {RECORD_FROM} WHERE w.key = ?1 AND d.key = ?2 \
+                 AND r.cost IS NOT NULL ORDER BY {BEST_FIRST} LIMIT ?3",
+                self.record_columns()
             ),
             params![workload, device, k as i64],
         )
@@ -298,7 +364,8 @@ impl TuningDb {
     pub fn records(&self, workload: &str, device: &str) -> Result<Vec<TuningRecord>, DbError> {
         self.query(
             &format!(
-                "SELECT {RECORD_COLUMNS} FROM {RECORD_FROM} WHERE w.key = ?1 AND d.key = ?2 ORDER BY r.id"
+                "SELECT {} FROM {RECORD_FROM} WHERE w.key = ?1 AND d.key = ?2 ORDER BY r.id",
+                self.record_columns()
             ),
             params![workload, device],
         )
@@ -307,7 +374,10 @@ impl TuningDb {
     /// Every record, oldest first.
     pub fn all_records(&self) -> Result<Vec<TuningRecord>, DbError> {
         self.query(
-            &format!("SELECT {RECORD_COLUMNS} FROM {RECORD_FROM} ORDER BY r.id"),
+            &format!(
+                "SELECT {} FROM {RECORD_FROM} ORDER BY r.id",
+                self.record_columns()
+            ),
             [],
         )
     }
@@ -366,6 +436,17 @@ impl TuningDb {
         let description: DeviceDescription = serde_json::from_str(&text(19)?)
             .map_err(|e| bad(format!("its device description does not parse: {e}")))?;
         let flops: i64 = row.get(15).map_err(get_err)?;
+        let remeasured = match row.get::<_, Option<String>>(20).map_err(get_err)? {
+            None => None,
+            Some(json) => Some(Remeasurement {
+                costs: serde_json::from_str(&json)
+                    .map_err(|e| bad(format!("its re-measured costs do not parse: {e}")))?,
+                timestamp: row
+                    .get::<_, Option<f64>>(21)
+                    .map_err(get_err)?
+                    .unwrap_or_default(),
+            }),
+        };
         Ok(TuningRecord {
             schema: row.get(9).map_err(get_err)?,
             tessera_version: text(8)?,
@@ -392,6 +473,7 @@ impl TuningDb {
                 max_rel_error: row.get(7).map_err(get_err)?,
                 timestamp: row.get(10).map_err(get_err)?,
             },
+            remeasured,
         })
     }
 
@@ -423,16 +505,20 @@ impl TuningDb {
             .map_err(|e| self.sql_error(e))
     }
 
-    /// Keeps the `keep` fastest successful records of each workload on each
-    /// device and deletes every other record; returns how many were deleted.
+    /// Keeps the `keep` best successful records of each workload on each
+    /// device (best as [`best`](Self::best) orders them, so a re-measured
+    /// record outlives a lucky one) and deletes every other record; returns
+    /// how many were deleted.
     pub fn prune(&mut self, keep: usize) -> Result<usize, DbError> {
         let path = self.path.clone();
         self.write(|tx| {
             tx.execute(
-                "DELETE FROM records WHERE id NOT IN (\
-                   SELECT id FROM (SELECT id, ROW_NUMBER() OVER (\
-                     PARTITION BY workload_id, device_id ORDER BY cost, id) AS rank \
-                   FROM records WHERE cost IS NOT NULL) WHERE rank <= ?1)",
+                &format!(
+                    "DELETE FROM records WHERE id NOT IN (\
+                       SELECT id FROM (SELECT r.id, ROW_NUMBER() OVER (\
+                         PARTITION BY r.workload_id, r.device_id ORDER BY {BEST_FIRST}) AS rank \
+                       FROM records r WHERE r.cost IS NOT NULL) WHERE rank <= ?1)"
+                ),
                 params![keep as i64],
             )
             .map_err(|source| DbError::Sqlite { path, source })
@@ -491,26 +577,49 @@ fn insert(tx: &Transaction, record: &TuningRecord) -> rusqlite::Result<usize> {
     let r = &record.result;
     let steps = serde_json::to_string(&record.steps).unwrap_or_else(|_| "[]".into());
     let costs = serde_json::to_string(&r.costs).unwrap_or_else(|_| "[]".into());
-    tx.prepare_cached(
-        "INSERT INTO records (workload_id, device_id, steps, costs, cost, error_kind, error_msg, \
-         build_secs, run_secs, max_rel_error, tessera_version, schema_version, timestamp, fingerprint) \
-         VALUES ((SELECT id FROM workloads WHERE key = ?1), (SELECT id FROM devices WHERE key = ?2), \
-         ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT(fingerprint) DO NOTHING",
-    )?
-    .execute(params![
-        w.key,
-        d.key,
-        steps,
-        costs,
-        r.median(),
-        r.error_kind.name(),
-        r.error_msg,
-        r.build_secs,
-        r.run_secs,
-        r.max_rel_error,
-        record.tessera_version,
-        record.schema,
-        r.timestamp,
-        record.fingerprint(),
-    ])
+    let again = record.remeasured.as_ref();
+    let again_costs =
+        again.map(|a| serde_json::to_string(&a.costs).unwrap_or_else(|_| "[]".into()));
+    let (again_cost, again_at) = (
+        again.and_then(Remeasurement::median),
+        again.map(|a| a.timestamp),
+    );
+    let fingerprint = record.fingerprint();
+    let added = tx
+        .prepare_cached(
+            "INSERT INTO records (workload_id, device_id, steps, costs, cost, error_kind, error_msg, \
+             build_secs, run_secs, max_rel_error, tessera_version, schema_version, timestamp, fingerprint, \
+             remeasured_costs, remeasured_cost, remeasured_at) \
+             VALUES ((SELECT id FROM workloads WHERE key = ?1), (SELECT id FROM devices WHERE key = ?2), \
+             ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+             ON CONFLICT(fingerprint) DO NOTHING",
+        )?
+        .execute(params![
+            w.key,
+            d.key,
+            steps,
+            costs,
+            r.median(),
+            r.error_kind.name(),
+            r.error_msg,
+            r.build_secs,
+            r.run_secs,
+            r.max_rel_error,
+            record.tessera_version,
+            record.schema,
+            r.timestamp,
+            fingerprint,
+            again_costs,
+            again_cost,
+            again_at,
+        ])?;
+    // A record already stored still takes a newer re-measurement.
+    if added == 0 && again.is_some() {
+        tx.prepare_cached(
+            "UPDATE records SET remeasured_costs = ?1, remeasured_cost = ?2, remeasured_at = ?3 \
+             WHERE fingerprint = ?4 AND (remeasured_at IS NULL OR remeasured_at < ?3)",
+        )?
+        .execute(params![again_costs, again_cost, again_at, fingerprint])?;
+    }
+    Ok(added)
 }

@@ -32,10 +32,19 @@ pub struct Artifact {
     pub device: DeviceInfo,
     /// The schedule.
     pub steps: Vec<Step>,
-    /// GFLOP/s of the schedule's median measured cost.
+    /// GFLOP/s of the schedule's median measured cost while tuning (the
+    /// tuning figure: the best of many noisy measurements flatters it).
     pub gflops: f64,
-    /// The median measured cost in seconds.
+    /// The median measured cost in seconds, while tuning.
     pub median_secs: f64,
+    /// GFLOP/s of the re-measured median: the schedule measured again in
+    /// fresh workers at the end of a tuning run, interleaved with the run's
+    /// other best candidates. Absent when it was not re-measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remeasured_gflops: Option<f64>,
+    /// The re-measured median in seconds, with `remeasured_gflops`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remeasured_median_secs: Option<f64>,
     /// Candidates measured for this workload on this device when deployed.
     pub trials: usize,
     /// When the schedule was measured (Unix seconds).
@@ -105,6 +114,11 @@ impl Artifact {
             steps: record.steps.clone(),
             gflops: record.gflops()?,
             median_secs,
+            remeasured_gflops: record.remeasured_gflops(),
+            remeasured_median_secs: record
+                .remeasured
+                .as_ref()
+                .and_then(crate::db::Remeasurement::median),
             trials,
             measured_at: record.result.timestamp,
             deployed_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
@@ -133,7 +147,28 @@ impl Artifact {
         if !(artifact.gflops.is_finite() && artifact.median_secs > 0.0) {
             return Err(bad("measured cost is not a positive number".into()));
         }
+        let remeasured = (artifact.remeasured_gflops, artifact.remeasured_median_secs);
+        if let (Some(g), Some(m)) = remeasured
+            && !(g.is_finite() && m > 0.0)
+        {
+            return Err(bad("re-measured cost is not a positive number".into()));
+        }
+        if remeasured.0.is_some() != remeasured.1.is_some() {
+            return Err(bad(
+                "remeasured_gflops and remeasured_median_secs come together".into(),
+            ));
+        }
         Ok(artifact)
+    }
+
+    /// Whether this artifact's schedule measured faster than `other`'s,
+    /// comparing like with like: the re-measured figures when both have
+    /// one, else the tuning figures.
+    pub fn faster_than(&self, other: &Artifact) -> bool {
+        match (self.remeasured_gflops, other.remeasured_gflops) {
+            (Some(mine), Some(theirs)) => mine > theirs,
+            _ => self.gflops > other.gflops,
+        }
     }
 }
 

@@ -32,10 +32,11 @@ pub enum DeployOutcome {
     Written,
     /// The artifact already held this schedule.
     Unchanged,
-    /// The existing artifact is faster than anything in the database, and
-    /// was kept (`--force` replaces it).
+    /// The existing artifact is faster than the database's best, and was
+    /// kept (`--force` replaces it). Re-measured figures are compared when
+    /// both have one, else tuning figures.
     KeptFaster {
-        /// The existing artifact's GFLOP/s.
+        /// The existing artifact's GFLOP/s (re-measured when compared so).
         existing_gflops: f64,
     },
     /// Nothing deployable: why.
@@ -51,8 +52,10 @@ pub struct DeployedWorkload {
     pub key: String,
     /// The artifact file (when there is one).
     pub file: Option<PathBuf>,
-    /// The deployed schedule's GFLOP/s (the artifact's).
+    /// The deployed schedule's GFLOP/s while tuning (the artifact's).
     pub gflops: Option<f64>,
+    /// Its re-measured GFLOP/s (the artifact's), when it was re-measured.
+    pub remeasured_gflops: Option<f64>,
     /// Candidates measured for it.
     pub trials: usize,
     /// What happened.
@@ -127,6 +130,7 @@ pub fn deploy_device(
             key: summary.workload.1.clone(),
             file: None,
             gflops: None,
+            remeasured_gflops: None,
             trials: summary.records,
             outcome: DeployOutcome::Written,
         };
@@ -139,16 +143,26 @@ pub fn deploy_device(
                     .filter(|a| a.workload.key == artifact.workload.key);
                 line.file = Some(path.clone());
                 line.gflops = Some(artifact.gflops);
+                line.remeasured_gflops = artifact.remeasured_gflops;
                 match existing {
-                    Some(old) if old.steps == artifact.steps && old.trials == artifact.trials => {
+                    Some(old)
+                        if old.steps == artifact.steps
+                            && old.trials == artifact.trials
+                            && old.remeasured_median_secs == artifact.remeasured_median_secs =>
+                    {
                         line.outcome = DeployOutcome::Unchanged;
                         line.gflops = Some(old.gflops);
+                        line.remeasured_gflops = old.remeasured_gflops;
                     }
-                    Some(old) if old.gflops > artifact.gflops && !options.force => {
+                    Some(old) if old.faster_than(&artifact) && !options.force => {
                         line.outcome = DeployOutcome::KeptFaster {
-                            existing_gflops: old.gflops,
+                            existing_gflops: old
+                                .remeasured_gflops
+                                .filter(|_| artifact.remeasured_gflops.is_some())
+                                .unwrap_or(old.gflops),
                         };
                         line.gflops = Some(old.gflops);
+                        line.remeasured_gflops = old.remeasured_gflops;
                     }
                     _ => to_write.push((path, artifact)),
                 }
@@ -189,8 +203,11 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The artifact of the fastest record of `workload` on `device` that
-/// replays on the operator's current DAG, or why there is none.
+/// The artifact of the best record of `workload` on `device` that replays
+/// on the operator's current DAG, or why there is none. Best: by the
+/// re-measured median among the records re-measured at the end of a tuning
+/// run when there are any, else by the tuning figure (see
+/// [`TuningDb::best_valid`]).
 fn best_artifact(
     db: &TuningDb,
     device: &crate::runtime::DeviceKey,

@@ -81,19 +81,23 @@ impl Measurer {
             warned_debug: false,
             options,
         };
-        for _ in 0..measurer.options.workers {
-            let worker =
-                WorkerProcess::spawn(&measurer.program, HELLO_TIMEOUT).map_err(|reason| {
-                    MeasureError::WorkerStart {
-                        program: measurer.program.clone(),
-                        reason,
-                    }
-                })?;
-            measurer.spawned.push(worker.pid());
-            measurer.warn_if_debug(&worker);
-            measurer.workers.push(Some(worker));
-        }
+        measurer.start_workers(measurer.options.workers)?;
         Ok(measurer)
+    }
+
+    fn start_workers(&mut self, count: usize) -> Result<(), MeasureError> {
+        for _ in 0..count {
+            let worker = WorkerProcess::spawn(&self.program, HELLO_TIMEOUT).map_err(|reason| {
+                MeasureError::WorkerStart {
+                    program: self.program.clone(),
+                    reason,
+                }
+            })?;
+            self.spawned.push(worker.pid());
+            self.warn_if_debug(&worker);
+            self.workers.push(Some(worker));
+        }
+        Ok(())
     }
 
     /// The options.
@@ -109,6 +113,15 @@ impl Measurer {
     /// Process ids of every worker this measurer has started, replaced ones included.
     pub fn spawned_pids(&self) -> &[u32] {
         &self.spawned
+    }
+
+    /// Replaces every worker by a newly started process (the old ones are
+    /// shut down first), so that what follows is measured in fresh
+    /// processes: no JIT memory, heap or caches left by earlier candidates.
+    pub fn restart_workers(&mut self) -> Result<(), MeasureError> {
+        let count = self.workers.len();
+        self.workers.clear();
+        self.start_workers(count)
     }
 
     /// Process ids of the workers running now.

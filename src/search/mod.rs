@@ -1,8 +1,8 @@
 //! The auto-scheduler: sketches (structure), annotation (numbers), an
 //! evolutionary search guided by a cost model, and the tuning loop that
-//! measures, records and learns; the task scheduler that shares one budget
-//! among the workloads of a suite, and tuning-curve plots (with the `cli`
-//! feature).
+//! measures, records and learns; the re-measurement of the best candidates
+//! at the end of a run; the task scheduler that shares one budget among the
+//! workloads of a suite, and tuning-curve plots (with the `cli` feature).
 
 pub mod annotate;
 pub mod evolution;
@@ -10,6 +10,7 @@ pub mod factor;
 mod infer;
 #[cfg(feature = "cli")]
 pub mod plot;
+pub mod remeasure;
 pub mod scheduler;
 pub mod sketch;
 pub mod suite;
@@ -20,10 +21,13 @@ pub use evolution::{Candidate, SearchOptions, SearchPolicy, steps_key};
 pub use infer::infer_candidate;
 #[cfg(feature = "cli")]
 pub use plot::{PlotError, plot_curves, plot_normalised_curves};
+pub use remeasure::{MAX_REMEASURE, RemeasureOptions, RemeasureReport, RemeasuredCandidate};
 pub use scheduler::{
-    SchedulerParams, SuiteOptions, SuiteProgress, SuiteReport, SuiteTaskReport, TaskHistory,
-    tune_suite,
+    SchedulerParams, SuiteOptions, SuiteReport, SuiteTaskReport, TaskHistory, tune_suite,
 };
 pub use sketch::{AnnotationSite, Sketch, SketchStep, TileRole, generate_sketches};
 pub use suite::{Suite, SuiteError, SuiteTask, SuiteWorkload};
-pub use tuner::{CurvePoint, TaskTuner, TuneError, TuneOptions, TuneReport, tune};
+pub use tuner::{
+    CurvePoint, Progress, TaskTuner, TuneError, TuneEvent, TuneOptions, TuneReport, remeasure_best,
+    tune,
+};

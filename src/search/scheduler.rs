@@ -28,6 +28,9 @@
 //! `min(batch_size, total_trials / tasks)` candidates, so that the warm-up
 //! fits in the budget.
 //!
+//! At the end, the best candidates of every task are re-measured in fresh
+//! workers (see [`remeasure_best`]); those runs are not trials.
+//!
 //! [`gradient`] and [`pick_task`] are pure functions of the per-task
 //! [`TaskHistory`], so the policy is testable without measuring anything;
 //! with the same seed and the same histories the choices are the same.
@@ -44,8 +47,9 @@ use crate::db::TuningDb;
 use crate::measure::Measurer;
 
 use super::evolution::SearchOptions;
+use super::remeasure::RemeasureOptions;
 use super::suite::SuiteTask;
-use super::tuner::{TaskTuner, TuneError, TuneReport};
+use super::tuner::{Progress, TaskTuner, TuneError, TuneEvent, TuneReport, remeasure_best};
 
 /// Parameters of the gradient-based allocation (Ansor's defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -187,6 +191,8 @@ pub struct SuiteOptions {
     pub search: SearchOptions,
     /// The allocation policy.
     pub scheduler: SchedulerParams,
+    /// The re-measurement of each task's best candidates at the end.
+    pub remeasure: RemeasureOptions,
 }
 
 impl Default for SuiteOptions {
@@ -198,6 +204,7 @@ impl Default for SuiteOptions {
             early_stopping: None,
             search: SearchOptions::default(),
             scheduler: SchedulerParams::default(),
+            remeasure: RemeasureOptions::default(),
         }
     }
 }
@@ -244,8 +251,10 @@ pub struct SuiteReport {
     pub trials: usize,
     /// The budget.
     pub total_trials: usize,
-    /// Wall time of the run.
+    /// Wall time of the run's tuning (re-measurement not included).
     pub wall_s: f64,
+    /// Seconds spent re-measuring the best candidates at the end.
+    pub remeasure_s: f64,
     /// Stopped before the budget was spent (every task retired, or a stop request).
     pub stopped_early: bool,
     /// `Σ weight · latency` of the default schedules, in seconds (when all are known).
@@ -260,10 +269,6 @@ impl SuiteReport {
         Some(self.default_latency_s? / self.best_latency_s?)
     }
 }
-
-/// Progress after each round: trials done, the budget, the label of the
-/// task just tuned and its best GFLOP/s.
-pub type SuiteProgress<'a> = &'a (dyn Fn(usize, usize, &str, f64) + Sync);
 
 /// Why a task is retired after its latest round, if it is.
 fn retirement(
@@ -297,7 +302,7 @@ pub fn tune_suite(
     mut db: Option<&mut TuningDb>,
     model: &mut dyn CostModel,
     options: &SuiteOptions,
-    progress: SuiteProgress,
+    progress: Progress,
     stop: &AtomicBool,
 ) -> Result<SuiteReport, TuneError> {
     let start = Instant::now();
@@ -334,7 +339,12 @@ pub fn tune_suite(
     let mut allocation = Vec::new();
     let mut trials = 0;
     let mut stopped = false;
-    progress(0, options.total_trials, "", 0.0);
+    progress(TuneEvent::Batch {
+        trials: 0,
+        budget: options.total_trials,
+        task: "",
+        best_gflops: 0.0,
+    });
     while trials < options.total_trials {
         if stop.load(Ordering::Relaxed) {
             stopped = true;
@@ -349,12 +359,12 @@ pub fn tune_suite(
             trials += measured;
             allocation.push(i);
             histories[i].best_costs.push(tuners[i].best_cost());
-            progress(
+            progress(TuneEvent::Batch {
                 trials,
-                options.total_trials,
-                &tasks[i].label,
-                tuners[i].best_gflops(),
-            );
+                budget: options.total_trials,
+                task: &tasks[i].label,
+                best_gflops: tuners[i].best_gflops(),
+            });
         }
         if let Some(why) = retirement(&tuners[i], &histories[i], measured, options) {
             histories[i].dead = true;
@@ -362,6 +372,13 @@ pub fn tune_suite(
         }
     }
     let stopped_early = stopped || trials < options.total_trials;
+    let tuning_s = start.elapsed().as_secs_f64();
+    let mut labelled: Vec<(&str, &mut TaskTuner)> = tasks
+        .iter()
+        .map(|t| t.label.as_str())
+        .zip(tuners.iter_mut())
+        .collect();
+    remeasure_best(&mut labelled, measurer, db, &options.remeasure, progress)?;
     let mut reports = Vec::with_capacity(tasks.len());
     for (i, (t, tuner)) in tasks.iter().zip(&tuners).enumerate() {
         let report = tuner.report(stopped || retired[i].is_some());
@@ -392,7 +409,8 @@ pub fn tune_suite(
         per_round,
         trials,
         total_trials: options.total_trials,
-        wall_s: start.elapsed().as_secs_f64(),
+        wall_s: tuning_s,
+        remeasure_s: start.elapsed().as_secs_f64() - tuning_s,
         stopped_early,
     })
 }

@@ -2,6 +2,8 @@
 //! cache → update the model, until the trial budget, early stopping or a
 //! stop request. Earlier records of the same workload on the same device
 //! are loaded first, so a second run continues where the first stopped.
+//! At the end, the best few candidates are re-measured in fresh workers
+//! (`remeasure.rs`); those runs are not trials.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -16,6 +18,7 @@ use crate::schedule::{State, Step};
 
 use super::evolution::{Candidate, SearchOptions, SearchPolicy};
 use super::infer::infer_candidate;
+use super::remeasure::{MAX_REMEASURE, RemeasureOptions, RemeasureReport, remeasure_candidates};
 use super::sketch::generate_sketches;
 
 /// Options of one tuning run.
@@ -32,6 +35,8 @@ pub struct TuneOptions {
     pub early_stopping: Option<usize>,
     /// The evolutionary search.
     pub search: SearchOptions,
+    /// The re-measurement of the best candidates at the end.
+    pub remeasure: RemeasureOptions,
 }
 
 impl Default for TuneOptions {
@@ -42,6 +47,7 @@ impl Default for TuneOptions {
             seed: 0,
             early_stopping: None,
             search: SearchOptions::default(),
+            remeasure: RemeasureOptions::default(),
         }
     }
 }
@@ -95,7 +101,8 @@ pub struct TuneReport {
     pub device_key: String,
     /// GFLOP/s of the default schedule.
     pub default_gflops: Option<f64>,
-    /// GFLOP/s of the best schedule known (this run or earlier ones).
+    /// GFLOP/s of the best schedule known (this run or earlier ones), by
+    /// its tuning figure (the best of many measurements).
     pub best_gflops: Option<f64>,
     /// The best schedule's steps.
     pub best_steps: Vec<Step>,
@@ -103,7 +110,7 @@ pub struct TuneReport {
     pub trials: usize,
     /// Records of this workload and device loaded from the cache first.
     pub prior_records: usize,
-    /// Wall time of the run.
+    /// Wall time of the run's tuning (the re-measurement's is `remeasure.secs`).
     pub wall_s: f64,
     /// Candidates measured per second.
     pub candidates_per_s: f64,
@@ -115,6 +122,9 @@ pub struct TuneReport {
     pub errors: Vec<(String, usize)>,
     /// Whether the run stopped early (early stopping or a stop request).
     pub stopped_early: bool,
+    /// The best candidates measured again at the end; `None` when
+    /// re-measurement was off.
+    pub remeasure: Option<RemeasureReport>,
 }
 
 impl TuneReport {
@@ -122,12 +132,48 @@ impl TuneReport {
     pub fn speedup(&self) -> Option<f64> {
         Some(self.best_gflops? / self.default_gflops?)
     }
+
+    /// The re-measurement of the best schedule (by its tuning figure), if
+    /// it was re-measured.
+    pub fn best_remeasured(&self) -> Option<&super::RemeasuredCandidate> {
+        self.remeasure
+            .as_ref()?
+            .candidates
+            .iter()
+            .find(|c| c.steps == self.best_steps)
+    }
 }
 
-/// Progress after each batch: trials done, the budget, best GFLOP/s so far.
-pub type Progress<'a> = &'a (dyn Fn(usize, usize, f64) + Sync);
+/// What a tuning run reports as it goes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TuneEvent<'a> {
+    /// A batch was measured (and, at the start, `trials` 0: nothing yet).
+    Batch {
+        /// Candidates measured so far.
+        trials: usize,
+        /// The trial budget.
+        budget: usize,
+        /// The task just tuned (its label in a suite, else its readable
+        /// workload key); empty at the start of a suite.
+        task: &'a str,
+        /// That task's best GFLOP/s so far.
+        best_gflops: f64,
+    },
+    /// A pass of the re-measurement at the end was measured (not trials).
+    Remeasure {
+        /// Runs done (a run: one candidate timed once).
+        done: usize,
+        /// Runs in all.
+        total: usize,
+        /// The task being re-measured.
+        task: &'a str,
+    },
+}
 
-fn gflops(task: &Task, cost: f64) -> f64 {
+/// Progress of a tuning run.
+pub type Progress<'a> = &'a (dyn Fn(TuneEvent) + Sync);
+
+pub(super) fn gflops(task: &Task, cost: f64) -> f64 {
     task.dag().flop_count() as f64 / cost / 1e9
 }
 
@@ -136,7 +182,9 @@ fn gflops(task: &Task, cost: f64) -> f64 {
 pub struct TaskTuner {
     task: Task,
     policy: SearchPolicy,
-    best: Option<(f64, Vec<Step>)>,
+    /// The best candidates so far (cost, steps), fastest first, distinct
+    /// steps, at most [`MAX_REMEASURE`].
+    leaders: Vec<(f64, Vec<Step>)>,
     default_cost: Option<f64>,
     prior: usize,
     trials: usize,
@@ -144,6 +192,7 @@ pub struct TaskTuner {
     errors: Vec<(String, usize)>,
     since_improvement: usize,
     start: Instant,
+    remeasure: Option<RemeasureReport>,
 }
 
 impl TaskTuner {
@@ -169,7 +218,7 @@ impl TaskTuner {
         let mut tuner = TaskTuner {
             task: task.clone(),
             policy: SearchPolicy::new(task.clone(), sketches, search.clone(), seed),
-            best: None,
+            leaders: Vec::new(),
             default_cost: None,
             prior: 0,
             trials: 0,
@@ -177,6 +226,7 @@ impl TaskTuner {
             errors: Vec::new(),
             since_improvement: 0,
             start: Instant::now(),
+            remeasure: None,
         };
         let Some(db) = db else {
             return Ok(tuner);
@@ -211,14 +261,24 @@ impl TaskTuner {
         Ok(tuner)
     }
 
+    /// Takes a measured candidate into the leaders; true when it is the new best.
     fn consider(&mut self, cost: Option<f64>, steps: &[Step]) -> bool {
-        match cost {
-            Some(c) if self.best.as_ref().is_none_or(|(b, _)| c < *b) => {
-                self.best = Some((c, steps.to_vec()));
-                true
+        let Some(cost) = cost else {
+            return false;
+        };
+        let improved = self.best_cost().is_none_or(|best| cost < best);
+        if let Some(known) = self.leaders.iter().position(|(_, s)| s == steps) {
+            if self.leaders[known].0 <= cost {
+                return false;
             }
-            _ => false,
+            self.leaders.remove(known);
         }
+        let at = self.leaders.partition_point(|(c, _)| *c <= cost);
+        if at < MAX_REMEASURE {
+            self.leaders.insert(at, (cost, steps.to_vec()));
+            self.leaders.truncate(MAX_REMEASURE);
+        }
+        improved
     }
 
     /// The task.
@@ -238,7 +298,36 @@ impl TaskTuner {
 
     /// The best cost in seconds known for the task.
     pub fn best_cost(&self) -> Option<f64> {
-        self.best.as_ref().map(|(c, _)| *c)
+        self.leaders.first().map(|(c, _)| *c)
+    }
+
+    /// The `n` best candidates known (cost in seconds, steps), fastest
+    /// first; at most [`MAX_REMEASURE`].
+    pub fn leaders(&self, n: usize) -> &[(f64, Vec<Step>)] {
+        &self.leaders[..n.min(self.leaders.len())]
+    }
+
+    /// Measures the best `options.candidates` candidates again on
+    /// `measurer`'s workers (which the caller has restarted: see
+    /// [`remeasure_best`]), stores the medians in `db` and keeps the report.
+    /// `progress` gets the runs done.
+    pub fn remeasure(
+        &mut self,
+        measurer: &mut Measurer,
+        db: Option<&mut TuningDb>,
+        options: &RemeasureOptions,
+        progress: &dyn Fn(usize),
+    ) -> Result<(), TuneError> {
+        let leaders = self.leaders(options.candidates).to_vec();
+        self.remeasure = Some(remeasure_candidates(
+            &self.task,
+            &leaders,
+            measurer,
+            db,
+            options.passes,
+            progress,
+        )?);
+        Ok(())
     }
 
     /// The best GFLOP/s known (0 before any success).
@@ -321,7 +410,8 @@ impl TaskTuner {
 
     /// What the tuner found so far.
     pub fn report(&self, stopped_early: bool) -> TuneReport {
-        let wall_s = self.start.elapsed().as_secs_f64();
+        let remeasure_s = self.remeasure.as_ref().map_or(0.0, |r| r.secs);
+        let wall_s = self.start.elapsed().as_secs_f64() - remeasure_s;
         let final_best = self.best_gflops();
         let time_to_90_s = self
             .curve
@@ -334,8 +424,8 @@ impl TaskTuner {
             default_gflops: self.default_cost.map(|c| gflops(&self.task, c)),
             best_gflops: self.best_cost().map(|c| gflops(&self.task, c)),
             best_steps: self
-                .best
-                .as_ref()
+                .leaders
+                .first()
                 .map(|(_, s)| s.clone())
                 .unwrap_or_default(),
             trials: self.trials,
@@ -346,8 +436,48 @@ impl TaskTuner {
             curve: self.curve.clone(),
             errors: self.errors.clone(),
             stopped_early,
+            remeasure: self.remeasure.clone(),
         }
     }
+}
+
+/// The end of a tuning run: the workers of `measurer` are replaced by fresh
+/// processes, then the best `options.candidates` of each of `tuners`
+/// (with its label) are re-measured and their medians stored in `db`. Not
+/// trials: `progress` gets [`TuneEvent::Remeasure`] events. Nothing happens
+/// when `options` is off.
+pub fn remeasure_best(
+    tuners: &mut [(&str, &mut TaskTuner)],
+    measurer: &mut Measurer,
+    mut db: Option<&mut TuningDb>,
+    options: &RemeasureOptions,
+    progress: Progress,
+) -> Result<(), TuneError> {
+    if !options.enabled() {
+        return Ok(());
+    }
+    let runs = |t: &TaskTuner| t.leaders(options.candidates).len() * options.passes;
+    let total: usize = tuners.iter().map(|(_, t)| runs(t)).sum();
+    if total == 0 {
+        return Ok(());
+    }
+    measurer.restart_workers()?;
+    let mut before = 0;
+    for (label, tuner) in tuners.iter_mut() {
+        if tuner.leaders.is_empty() {
+            continue;
+        }
+        let report_pass = |done: usize| {
+            progress(TuneEvent::Remeasure {
+                done: before + done,
+                total,
+                task: label,
+            })
+        };
+        tuner.remeasure(measurer, db.as_deref_mut(), options, &report_pass)?;
+        before += runs(tuner);
+    }
+    Ok(())
 }
 
 /// Tunes `task`: see the module docs.
@@ -369,7 +499,16 @@ pub fn tune(
         model,
     )?;
     tuner.measure_default(measurer, db.as_deref_mut())?;
-    progress(0, options.trials, tuner.best_gflops());
+    let label = task.key().readable.clone();
+    let batch = |tuner: &TaskTuner| {
+        progress(TuneEvent::Batch {
+            trials: tuner.trials(),
+            budget: options.trials,
+            task: &label,
+            best_gflops: tuner.best_gflops(),
+        })
+    };
+    batch(&tuner);
     let mut stopped_early = false;
     while tuner.trials() < options.trials {
         if stop.load(Ordering::Relaxed) {
@@ -384,7 +523,7 @@ pub fn tune(
             stopped_early = true;
             break;
         }
-        progress(tuner.trials(), options.trials, tuner.best_gflops());
+        batch(&tuner);
         if options
             .early_stopping
             .is_some_and(|limit| tuner.since_improvement() >= limit)
@@ -393,5 +532,12 @@ pub fn tune(
             break;
         }
     }
+    remeasure_best(
+        &mut [(&label, &mut tuner)],
+        measurer,
+        db,
+        &options.remeasure,
+        progress,
+    )?;
     Ok(tuner.report(stopped_early))
 }

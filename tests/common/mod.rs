@@ -208,6 +208,23 @@ pub fn small_cases() -> Vec<(&'static str, Vec<(&'static str, i64)>)> {
     ]
 }
 
+/// `tessera tune` flags that keep a test run small and fast: one worker,
+/// one short timed repeat, a small search, the random model.
+pub const FAST_TUNE: &[&str] = &[
+    "--workers",
+    "1",
+    "--min-repeat-ms",
+    "1",
+    "--repeat",
+    "1",
+    "--population",
+    "16",
+    "--generations",
+    "1",
+    "--model",
+    "random",
+];
+
 /// Builds `op` at `params`.
 pub fn build(op: &str, params: &[(&str, i64)]) -> ComputeDag {
     let spec = ops::find(op).unwrap_or_else(|e| panic!("{e}"));

@@ -9,7 +9,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tessera::db::{
-    ABORT_AFTER_ROW_ENV, DbError, Lookup, TuningDb, TuningRecord, WriteFault, WriteFaultAction,
+    ABORT_AFTER_ROW_ENV, DbError, Lookup, SCHEMA_VERSION, TuningDb, TuningRecord, WriteFault,
+    WriteFaultAction,
 };
 use tessera::measure::{MeasureErrorKind, MeasureResult, Task};
 use tessera::runtime::host_device;
@@ -246,7 +247,8 @@ fn malformed_logs_are_rejected_with_line_numbers_and_write_nothing() {
     let truncated = &good[..good.len() / 2];
     let wrong_type = good.replacen("\"costs\":[", "\"costs\":\"fast\",\"was\":[", 1);
     let unknown_step = good.replacen("\"kind\":\"split\"", "\"kind\":\"splat\"", 1);
-    let newer = good.replacen("\"schema\":1", "\"schema\":99", 1);
+    let newer = good.replacen(&format!("\"schema\":{SCHEMA_VERSION}"), "\"schema\":99", 1);
+    assert_ne!(newer, good);
     let forged_device = good.replacen("\"key\":\"", "\"key\":\"0", 1);
     let cases = [
         (truncated.to_string(), "EOF"),

@@ -28,6 +28,7 @@ mod measure_isolation;
 mod ops_reference;
 mod realtime;
 mod reductions;
+mod remeasure;
 mod schedule_equivalence;
 mod search;
 mod simplify_report;

@@ -64,7 +64,9 @@ mod tuning {
     use tessera::measure::{MeasureOptions, MeasureResult, Measurer, Task, TimingOptions};
     use tessera::runtime::host_device;
     use tessera::schedule::{State, Step};
-    use tessera::search::{SearchOptions, SearchPolicy, TuneOptions, TuneReport, steps_key, tune};
+    use tessera::search::{
+        RemeasureOptions, SearchOptions, SearchPolicy, TuneOptions, TuneReport, steps_key, tune,
+    };
 
     fn measurer() -> Measurer {
         Measurer::new(MeasureOptions {
@@ -95,6 +97,7 @@ mod tuning {
                 generations: 2,
                 ..SearchOptions::default()
             },
+            remeasure: RemeasureOptions::off(),
         }
     }
 
@@ -106,7 +109,7 @@ mod tuning {
             Some(db),
             &mut model,
             &options(trials, seed),
-            &|_, _, _| {},
+            &|_| {},
             &AtomicBool::new(false),
         )
         .expect("tunes")
@@ -287,7 +290,7 @@ mod tuning {
             Some(&mut db),
             &mut model,
             &options,
-            &|_, _, _| {},
+            &|_| {},
             &AtomicBool::new(false),
         )
         .expect("tunes");
@@ -334,7 +337,7 @@ mod tuning {
             Some(&mut db),
             &mut model,
             &options(12, 2),
-            &|_, _, _| {},
+            &|_| {},
             &AtomicBool::new(false),
         )
         .expect("tunes");

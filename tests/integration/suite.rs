@@ -2,7 +2,7 @@
 //! summary and plot, and the errors for bad suite files.
 
 use crate::common;
-use common::{Scratch, tessera};
+use common::{FAST_TUNE as FAST, Scratch, tessera};
 
 use std::path::Path;
 use std::process::Output;
@@ -19,22 +19,6 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     std::fs::write(&path, text).expect("written");
     path.display().to_string()
 }
-
-/// Small and fast: tiny shapes, one worker, one short timed repeat, a small search.
-const FAST: &[&str] = &[
-    "--workers",
-    "1",
-    "--min-repeat-ms",
-    "1",
-    "--repeat",
-    "1",
-    "--population",
-    "16",
-    "--generations",
-    "1",
-    "--model",
-    "random",
-];
 
 /// Checks a task of the JSON summary against the database: its best is the
 /// fastest record of its workload (one of them on a tie), at that record's
