@@ -11,7 +11,6 @@ pub(crate) mod math;
 mod micro_kernel_symbols;
 mod object;
 mod options;
-pub mod peak;
 mod translate;
 
 pub use decisions::{BufferStorage, CodegenDecisions, VectorLoop, decisions};

@@ -45,4 +45,4 @@ fn assert_close(got: f32, want: f32, k: usize, what: &dyn Fn() -> String) {
 
 mod kernels;
 mod sketches;
-mod step;
+pub(crate) mod step;
