@@ -229,9 +229,8 @@ impl Ceilings {
         }
     }
 
-    /// GFLOP/s of `kind` on `threads` threads: the fastest single core
-    /// times the threads (cores do not get faster side by side); on every
-    /// core, the all-cores figure when it ran faster still. The widest
+    /// GFLOP/s of `kind` on `threads` threads: the most one core does
+    /// times the threads (cores do not get faster side by side). The widest
     /// kind is the machine's best: never below the f32x4 figure (a core
     /// that splits wide FMAs into 128-bit halves, as Zen 1 does, runs both
     /// loops at one rate, and either may measure the faster).
@@ -245,13 +244,14 @@ impl Ceilings {
     }
 
     fn scaled_gflops(&self, rate: &Rate, threads: usize) -> f64 {
-        let threads = threads.clamp(1, self.cores);
-        let scaled = rate.per_core * threads as f64;
-        if threads == self.cores {
-            scaled.max(rate.all_cores)
-        } else {
-            scaled
-        }
+        self.one_core(rate) * threads.clamp(1, self.cores) as f64
+    }
+
+    /// The most one core does: its own figure, or its share of the
+    /// all-cores figure when that is more (a clock that moved between the
+    /// two measurements; a core alone never runs slower than beside others).
+    fn one_core(&self, rate: &Rate) -> f64 {
+        rate.per_core.max(rate.all_cores / self.cores as f64)
     }
 
     /// The memory level a workload moving `bytes` on `threads` threads fits
@@ -269,16 +269,12 @@ impl Ceilings {
         let Some(ceiling) = self.bandwidth.iter().find(fits).or(self.bandwidth.last()) else {
             unreachable!("the memory level is always measured");
         };
-        let rate = &ceiling.gbps;
-        let scaled = rate.per_core * threads as f64;
-        let gbps = if threads == 1 {
-            rate.per_core
-        } else if !ceiling.level.is_private() {
-            scaled.min(rate.all_cores.max(rate.per_core))
-        } else if threads == self.cores {
-            scaled.max(rate.all_cores)
-        } else {
+        let one_core = self.one_core(&ceiling.gbps);
+        let scaled = one_core * threads as f64;
+        let gbps = if threads == 1 || ceiling.level.is_private() {
             scaled
+        } else {
+            scaled.min(ceiling.gbps.all_cores.max(one_core))
         };
         (ceiling, gbps)
     }
