@@ -2,17 +2,17 @@
 //! kernel this CPU can run, full `MR×NR` tiles, packed A (`a_rs = 1,
 //! a_cs = MR`) and B (`b_rs = NR`) panels, kc = 256, C in L1, accumulating,
 //! many calls a timing. `cargo bench --bench micro_kernels` prints a table of
-//! GFLOP/s (median of several timed repeats) and the fraction of that ISA's
-//! FMA peak per core, from the clock measured in the same run; then runs
-//! the same calls as one criterion group.
+//! GFLOP/s (median of several timed repeats) and the fraction of the measured
+//! FMA ceiling of one core (`measure::ceilings`) for the kernel's ISA; then
+//! runs the same calls as one criterion group.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use tessera::codegen::peak;
+use tessera::measure::ceilings::{ComputeKind, host_ceilings};
 use tessera::runtime::Target;
-use tessera::runtime::micro_kernels::{self, MicroKernel};
+use tessera::runtime::micro_kernels::{self, Isa, MicroKernel};
 
 const KC: usize = 256;
 const REPEATS: usize = 11;
@@ -113,25 +113,32 @@ fn print_table() {
             "warning: micro_kernels bench built without optimisations; times are meaningless"
         );
     }
-    let clock = match peak::measure_clock_ghz() {
-        Ok(ghz) => ghz,
+    let ceilings = match host_ceilings() {
+        Ok(c) => Some(c),
         Err(e) => {
-            eprintln!("warning: clock measurement failed ({e}); peak fractions omitted");
-            f64::NAN
+            eprintln!("warning: ceiling measurement failed ({e}); fractions omitted");
+            None
         }
     };
     println!(
         "\nf32 GEMM micro-kernels, one core, full tiles, packed A/B panels, kc = {KC}, \
-         C in L1; host ISA {}; clock {clock:.2} GHz (measured)",
+         C in L1; host ISA {}",
         target.isa()
     );
     println!(
         "{:<14} {:<8} {:>7} {:>9} {:>11} {:>8} {:>9} {:>8}",
-        "kernel", "ISA", "MR×NR", "GFLOP/s", "peak/core", "of peak", "best", "of peak"
+        "kernel", "ISA", "MR×NR", "GFLOP/s", "ceiling", "of ceil", "best", "of ceil"
     );
     for k in target.kernels() {
         let (median, best) = gflops(&target, k);
-        let peak = micro_kernels::peak_gflops_per_core(k.isa, clock);
+        // A kernel wider than 128 bits is held to the widest ISA's measured
+        // FMA ceiling, the others to Cranelift's f32x4 one.
+        let kind = if k.isa > Isa::Sse {
+            ComputeKind::Widest
+        } else {
+            ComputeKind::F32x4
+        };
+        let peak = ceilings.map_or(f64::NAN, |c| c.compute_gflops(kind, 1));
         println!(
             "{:<14} {:<8} {:>7} {:>9.2} {:>11.2} {:>7.1}% {:>9.2} {:>7.1}%",
             k.name,
@@ -145,9 +152,9 @@ fn print_table() {
         );
     }
     println!(
-        "GFLOP/s: median of {REPEATS} repeats; best: the fastest. \
-         peak/core = clock × {} FMA/cycle × lanes × 2 flops (SSE: mul + add pipes)\n",
-        micro_kernels::FMA_PER_CYCLE
+        "GFLOP/s: median of {REPEATS} repeats; best: the fastest. ceiling: the measured \
+         one-core FMA throughput (`tessera bench --ceilings`) of the kernel's ISA \
+         (f32x4 for SSE and generic)\n"
     );
 }
 

@@ -49,7 +49,7 @@ def fmt(x):
     return "-" if x is None else f"{x:.1f}"
 def ratio(a, b):
     return "-" if a is None or b is None else f"{a / b:.2f}"
-print("| workload | threads | tensorized | weights prepacked | plain | gemm | matrixmultiply | tensorized/plain | best/gemm | of native peak |")
+print("| workload | threads | tensorized | weights prepacked | plain | gemm | matrixmultiply | tensorized/plain | best/gemm | of roofline |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 scaling = []
 for w in workloads:

@@ -53,6 +53,9 @@ pub enum BenchError {
         /// The tolerance.
         tolerance: f64,
     },
+    /// The machine's ceilings could not be measured.
+    #[error(transparent)]
+    Ceilings(#[from] crate::measure::ceilings::CeilingError),
     /// A suite file that cannot be used (names the file and the workload).
     #[error(transparent)]
     Suite(#[from] crate::search::SuiteError),

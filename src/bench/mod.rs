@@ -28,10 +28,11 @@ pub use error::BenchError;
 pub use report::{BenchReport, PeerGflops, SuiteBenchReport};
 pub use schedule::{ScheduleSource, SourceKind};
 
-use crate::codegen::{self, CodegenOptions, Kernel, OptLevel, peak};
+use crate::codegen::{self, CodegenOptions, Kernel, OptLevel};
+use crate::measure::ceilings::{Ceilings, ComputeKind, Traffic, host_ceilings};
 use crate::measure::{Task, tolerance};
 use crate::ops;
-use crate::runtime::{self, Target, micro_kernels};
+use crate::runtime::{self, Target};
 use crate::schedule::{State, calls_micro_kernel};
 use crate::search::Suite;
 use crate::tir;
@@ -60,19 +61,26 @@ pub struct BenchOptions {
 }
 
 /// A benchmark session: the options, the runtime's threads set to them, and
-/// the clock measured once for the peak figures of every workload.
+/// the machine's ceilings (measured once per process) that every workload's
+/// fractions are taken of.
 #[derive(Debug)]
 pub struct Bench {
     options: BenchOptions,
-    clock_ghz: f64,
+    ceilings: &'static Ceilings,
 }
 
 impl Bench {
-    /// Sets the runtime's threads to `options.threads` and measures the clock.
+    /// Sets the runtime's threads to `options.threads` and measures the
+    /// machine's ceilings (once per process).
     pub fn new(options: BenchOptions) -> Result<Bench, BenchError> {
         runtime::set_num_threads(options.threads);
-        let clock_ghz = peak::measure_clock_ghz()?;
-        Ok(Bench { options, clock_ghz })
+        let ceilings = host_ceilings()?;
+        Ok(Bench { options, ceilings })
+    }
+
+    /// The machine's ceilings.
+    pub fn ceilings(&self) -> &'static Ceilings {
+        self.ceilings
     }
 
     /// The options.
@@ -104,7 +112,9 @@ impl Bench {
         let task = Task::from_registry(op.name, &shape.to_text())?;
         let options = &self.options;
         let resolved = schedule::resolve(&options.schedule, &task, &options.target)?;
-        let tuned_kernel = self.compile(&resolved.state)?;
+        let tuned_func = tir::lower(&resolved.state)?;
+        let compute_kind = ComputeKind::of_kernel(&tuned_func);
+        let tuned_kernel = self.compile_func(&tuned_func)?;
         let plain_kernel = match schedule::best_plain(&options.schedule, &task) {
             Some(plain) if calls_micro_kernel(resolved.state.steps()) => {
                 Some(self.compile(&plain)?)
@@ -179,10 +189,14 @@ impl Bench {
         let timed = &timings[0];
         let gflops = flops / timed.median() / 1e9;
         let threads = options.threads;
-        let peak_gflops = peak::f32x4_fma_peak_gflops(self.clock_ghz, threads);
-        let native_isa = options.target.isa();
-        let native_peak_gflops =
-            micro_kernels::peak_gflops_per_core(native_isa, self.clock_ghz) * threads as f64;
+        let traffic = Traffic::of_dag(task.dag());
+        let ceiling = self.ceilings.roofline(task.dag(), compute_kind, threads);
+        let roofline = self
+            .ceilings
+            .roofline(task.dag(), ComputeKind::Widest, threads);
+        let fraction_of_ceiling = ceiling.fraction(timed.median());
+        let fraction_of_roofline = roofline.fraction(timed.median());
+        warn_if_above_a_ceiling(op.name, fraction_of_ceiling.max(fraction_of_roofline));
         Ok(BenchReport {
             label: None,
             op: op.name.to_string(),
@@ -197,12 +211,18 @@ impl Bench {
             record_gflops: resolved.record_gflops,
             median_ms: timed.median() * 1e3,
             min_ms: timed.min() * 1e3,
-            clock_ghz: self.clock_ghz,
-            peak_gflops,
-            peak_fraction: gflops / peak_gflops,
-            native_isa: native_isa.name().to_string(),
-            native_peak_gflops,
-            native_peak_fraction: gflops / native_peak_gflops,
+            peak_gflops: ceiling.attainable_gflops,
+            peak_fraction: fraction_of_ceiling,
+            native_isa: roofline.compute_isa.clone(),
+            native_peak_gflops: roofline.attainable_gflops,
+            native_peak_fraction: fraction_of_roofline,
+            arithmetic_intensity: traffic.intensity(),
+            min_bytes: traffic.bytes,
+            fraction_of_ceiling,
+            fraction_of_roofline,
+            ceiling,
+            roofline,
+            machine_ceilings: self.ceilings.clone(),
             compile_ms: tuned.kernel.compile_time().as_secs_f64() * 1e3,
             default_gflops,
             untuned_gflops: default_gflops,
@@ -219,15 +239,30 @@ impl Bench {
     }
 
     fn compile(&self, state: &State) -> Result<Kernel, BenchError> {
-        let func = tir::lower(state)?;
+        self.compile_func(&tir::lower(state)?)
+    }
+
+    fn compile_func(&self, func: &tir::PrimFunc) -> Result<Kernel, BenchError> {
         Ok(codegen::compile(
-            &func,
+            func,
             &CodegenOptions {
                 opt_level: self.options.opt_level,
                 strict_fp: self.options.strict_fp,
                 ..CodegenOptions::for_target(self.options.target)
             },
         )?)
+    }
+}
+
+/// A fraction above 1 means a ceiling is not the upper bound it must be:
+/// said on stderr, never clamped.
+fn warn_if_above_a_ceiling(op: &str, fraction: f64) {
+    if fraction > 1.0 {
+        eprintln!(
+            "warning: {op} ran at {:.0}% of a measured ceiling; the ceiling is no upper bound here \
+             (see docs/benchmarks.md, \"Ceilings\"): please report it",
+            fraction * 100.0
+        );
     }
 }
 

@@ -6,6 +6,7 @@
 use serde::{Serialize, Serializer};
 
 use crate::codegen::OptLevel;
+use crate::measure::ceilings::{AppliedCeiling, Ceilings};
 
 use super::schedule::SourceKind;
 
@@ -43,18 +44,36 @@ pub struct BenchReport {
     pub median_ms: f64,
     /// Fastest run, in milliseconds.
     pub min_ms: f64,
-    /// The measured clock.
-    pub clock_ghz: f64,
-    /// The f32x4 FMA ceiling on these threads.
+    /// GFLOP/s the ceiling that applies allows this workload: the roofline
+    /// `min(compute, intensity × bandwidth)` of [`ceiling`](Self::ceiling).
     pub peak_gflops: f64,
-    /// `gflops / peak_gflops`.
+    /// The same as `fraction_of_ceiling` (the key's older name).
     pub peak_fraction: f64,
-    /// The widest vector ISA of this host.
+    /// The widest vector ISA of this host (`f32x4` where nothing is wider
+    /// than Cranelift's vectors).
     pub native_isa: String,
-    /// Its nominal FMA ceiling on these threads.
+    /// GFLOP/s the widest ISA's roofline allows this workload.
     pub native_peak_gflops: f64,
-    /// `gflops / native_peak_gflops`.
+    /// The same as `fraction_of_roofline`.
     pub native_peak_fraction: f64,
+    /// Flops per byte of the workload's inputs and outputs.
+    pub arithmetic_intensity: f64,
+    /// Bytes of the workload's inputs and outputs: the least a run moves.
+    pub min_bytes: f64,
+    /// The least time the ceiling that applies allows over the median time:
+    /// the compute ceiling of the kernel's code (f32x4, or the widest ISA
+    /// when it calls full-width micro-kernels) or the bandwidth of the
+    /// memory level its bytes fit in, whichever bounds it.
+    pub fraction_of_ceiling: f64,
+    /// The same over the machine's best roofline (the widest ISA's compute
+    /// ceiling): how far the workload is from what this machine can do.
+    pub fraction_of_roofline: f64,
+    /// The ceiling that applies to this kernel, and which kind it is.
+    pub ceiling: AppliedCeiling,
+    /// The widest ISA's roofline over this workload.
+    pub roofline: AppliedCeiling,
+    /// The machine's measured ceilings.
+    pub machine_ceilings: Ceilings,
     /// Compile time of the timed schedule, in milliseconds.
     pub compile_ms: f64,
     /// GFLOP/s of the default schedule.

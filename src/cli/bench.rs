@@ -1,15 +1,17 @@
 //! `tessera bench`: the command line of [`crate::bench`] (compile the best
 //! cached, deployed or given schedule, verify it, time it against the
 //! default schedule and the Rust GEMM peers in the same run; one workload
-//! or a whole suite), printed as text or JSON.
+//! or a whole suite), printed as text or JSON; with `--ceilings`, the
+//! machine's measured compute and bandwidth ceilings alone.
 
 use std::fmt::Write;
 use std::path::PathBuf;
 
 use super::error::CliError;
 use crate::bench::{Bench, BenchOptions, BenchReport, ScheduleSource, SourceKind};
-use crate::codegen::{OptLevel, peak};
+use crate::codegen::OptLevel;
 use crate::db;
+use crate::measure::ceilings::{AppliedCeiling, Ceilings, host_ceilings};
 use crate::runtime::{self, Target};
 use crate::search::Suite;
 
@@ -23,8 +25,8 @@ pub(crate) enum OptArg {
 /// `tessera bench`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct BenchArgs {
-    /// The operator (see `tessera ops`); leave out with --suite.
-    #[arg(required_unless_present = "suite")]
+    /// The operator (see `tessera ops`); leave out with --suite or --ceilings.
+    #[arg(required_unless_present_any = ["suite", "ceilings"])]
     op: Option<String>,
     /// Shape parameters, e.g. `M=1024,N=1024,K=1024`.
     #[arg(long, default_value = "")]
@@ -43,6 +45,12 @@ pub(crate) struct BenchArgs {
     /// Bench every workload of a suite file (see suites/) into one table.
     #[arg(long, conflicts_with = "op")]
     suite: Option<PathBuf>,
+    /// Measure and print only the machine's ceilings: the f32 FMA
+    /// throughput of register-only loops (Cranelift's f32x4, the widest ISA)
+    /// and the streaming bandwidth of each memory level, per core and for
+    /// all cores.
+    #[arg(long, conflicts_with_all = ["op", "suite"])]
+    ceilings: bool,
     /// Threads for parallel loops (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -94,6 +102,13 @@ impl BenchArgs {
 
 /// `tessera bench`.
 pub(crate) fn bench(args: &BenchArgs, target: &Target) -> Result<String, CliError> {
+    if args.ceilings {
+        let ceilings = host_ceilings().map_err(crate::bench::BenchError::from)?;
+        if args.json {
+            return Ok(format!("{}\n", serde_json::json!(ceilings)));
+        }
+        return Ok(render_ceilings(ceilings));
+    }
     let bench = Bench::new(args.options(target)?)?;
     if let Some(path) = &args.suite {
         let suite = Suite::load(path)?;
@@ -118,7 +133,6 @@ pub(crate) fn bench(args: &BenchArgs, target: &Target) -> Result<String, CliErro
 /// The text report of one workload.
 fn render(report: &BenchReport) -> String {
     let gflops = report.gflops;
-    let peak_gflops = report.peak_gflops;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -155,18 +169,18 @@ fn render(report: &BenchReport) -> String {
     }
     let _ = writeln!(
         out,
-        "  peak f32x4 FMA   {peak_gflops:8.2} GFLOP/s = {:.2} GHz (measured) x {} FMA/cycle x 4 lanes x 2 flops x {} core(s); fraction {:.1}%",
-        report.clock_ghz,
-        peak::FMA_PIPES,
-        report.threads,
-        100.0 * gflops / peak_gflops
+        "  intensity        {:8.2} flops/byte ({:.0} bytes in and out at the least)",
+        report.arithmetic_intensity, report.min_bytes
     );
-    let native_peak = report.native_peak_gflops;
     let _ = writeln!(
         out,
-        "  peak {:<6} FMA  {native_peak:8.2} GFLOP/s (the widest vector ISA here, nominal: 2 FMA/cycle x lanes x 2 flops x cores); fraction {:.1}%",
-        report.native_isa,
-        100.0 * gflops / native_peak
+        "  ceiling          {} (the one that applies to this code)",
+        describe_applied(&report.ceiling, report.fraction_of_ceiling)
+    );
+    let _ = writeln!(
+        out,
+        "  roofline         {} (the machine's best)",
+        describe_applied(&report.roofline, report.fraction_of_roofline)
     );
     let _ = writeln!(
         out,
@@ -199,6 +213,101 @@ fn render(report: &BenchReport) -> String {
     out
 }
 
+/// One applied ceiling in words: which bound, its figure, the fraction.
+fn describe_applied(ceiling: &AppliedCeiling, fraction: f64) -> String {
+    let (what, bound) = match ceiling.bound {
+        crate::measure::ceilings::Bound::Compute => (
+            format!(
+                "{} FMA {:.1} GFLOP/s",
+                ceiling.compute_isa, ceiling.compute_gflops
+            ),
+            "compute",
+        ),
+        crate::measure::ceilings::Bound::Bandwidth => (
+            format!(
+                "{} bandwidth {:.1} GB/s",
+                ceiling.memory_level.name(),
+                ceiling.bandwidth_gbps
+            ),
+            "bandwidth",
+        ),
+    };
+    format!(
+        "{:5.1}% of {:.2} GFLOP/s attainable: {bound}-bound, {what}",
+        100.0 * fraction,
+        ceiling.attainable_gflops
+    )
+}
+
+/// The ceiling in a table cell: `f32x4` or `avx2` when compute-bound, the
+/// memory level when bandwidth-bound.
+fn ceiling_label(ceiling: &AppliedCeiling) -> &str {
+    match ceiling.bound {
+        crate::measure::ceilings::Bound::Compute => &ceiling.compute_isa,
+        crate::measure::ceilings::Bound::Bandwidth => ceiling.memory_level.name(),
+    }
+}
+
+/// The text report of `--ceilings`.
+fn render_ceilings(c: &Ceilings) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ceilings of {} ({} cores), measured in {:.2} s: the fastest of several runs (median in brackets)",
+        c.cpu_model, c.cores, c.measure_seconds
+    );
+    let _ = writeln!(
+        out,
+        "{:<22} {:>20} {:>22}",
+        "f32 FMA", "GFLOP/s one core", "GFLOP/s all cores"
+    );
+    for (label, ceiling) in [("Cranelift", &c.f32x4), ("widest", &c.widest)] {
+        let r = &ceiling.gflops;
+        let _ = writeln!(
+            out,
+            "{:<22} {:>9.1} ({:>8.1}) {:>10.1} ({:>8.1})",
+            format!(
+                "{label} {}{}",
+                ceiling.isa,
+                if ceiling.fused { "" } else { " (mul+add)" }
+            ),
+            r.per_core,
+            r.per_core_median,
+            r.all_cores,
+            r.all_cores_median
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:<22} {:>20} {:>22}",
+        "bandwidth (read+write)", "GB/s one core", "GB/s all cores"
+    );
+    for b in &c.bandwidth {
+        let r = &b.gbps;
+        let capacity = b
+            .capacity_bytes
+            .map_or(String::new(), |bytes| format!(" of {} KiB", bytes >> 10));
+        let _ = writeln!(
+            out,
+            "{:<22} {:>9.1} ({:>8.1}) {:>10.1} ({:>8.1})  {} {}, {} KiB{capacity} per thread",
+            b.level.name(),
+            r.per_core,
+            r.per_core_median,
+            r.all_cores,
+            r.all_cores_median,
+            b.isa,
+            b.pattern,
+            b.buffer_bytes >> 10,
+        );
+    }
+    let _ = writeln!(
+        out,
+        "machine balance (widest, one core, dram): {:.1} flops/byte",
+        c.widest.gflops.per_core / c.bandwidth.last().map_or(f64::NAN, |b| b.gbps.per_core)
+    );
+    out
+}
+
 /// The text table of a suite: one line per workload, then why any fell back.
 fn render_suite(name: &str, threads: usize, reports: &[BenchReport]) -> String {
     let mut out = String::new();
@@ -211,8 +320,17 @@ fn render_suite(name: &str, threads: usize, reports: &[BenchReport]) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<14} {:<48} {:>8} {:>9} {:>9} {:>8} {:>9} {:>8}",
-        "label", "workload", "source", "GFLOP/s", "default", "speedup", "recorded", "gemm"
+        "{:<14} {:<48} {:>8} {:>9} {:>9} {:>8} {:>9} {:>8} {:>18} {:>9}",
+        "label",
+        "workload",
+        "source",
+        "GFLOP/s",
+        "default",
+        "speedup",
+        "recorded",
+        "gemm",
+        "of ceiling",
+        "roofline"
     );
     let fmt = |v: Option<f64>| match v {
         Some(v) if v.is_finite() => format!("{v:.2}"),
@@ -221,7 +339,7 @@ fn render_suite(name: &str, threads: usize, reports: &[BenchReport]) -> String {
     for r in reports {
         let _ = writeln!(
             out,
-            "{:<14} {:<48} {:>8} {:>9} {:>9} {:>7.1}x {:>9} {:>8}",
+            "{:<14} {:<48} {:>8} {:>9} {:>9} {:>7.1}x {:>9} {:>8} {:>18} {:>8.1}%",
             r.label.as_deref().unwrap_or_default(),
             r.workload,
             r.source.label(),
@@ -230,6 +348,12 @@ fn render_suite(name: &str, threads: usize, reports: &[BenchReport]) -> String {
             r.speedup(),
             fmt(r.record_gflops),
             fmt(r.peers.gemm),
+            format!(
+                "{:.1}% {}",
+                100.0 * r.fraction_of_ceiling,
+                ceiling_label(&r.ceiling)
+            ),
+            100.0 * r.fraction_of_roofline,
         );
     }
     for r in reports.iter().filter(|r| r.source == SourceKind::Fallback) {

@@ -12,7 +12,6 @@ mod micro_kernel_symbols;
 mod object;
 mod options;
 mod parallel_work;
-pub mod peak;
 mod translate;
 
 pub use decisions::{BufferStorage, CodegenDecisions, VectorLoop, decisions};

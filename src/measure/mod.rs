@@ -12,6 +12,7 @@
 //! time.
 
 mod builder;
+pub mod ceilings;
 mod error;
 mod flush;
 mod measurer;

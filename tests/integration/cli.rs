@@ -242,11 +242,19 @@ fn bench_reports_gflops_peak_and_peers_as_json() {
         "peak_gflops",
         "peak_fraction",
         "compile_ms",
-        "clock_ghz",
+        "fraction_of_ceiling",
+        "fraction_of_roofline",
+        "arithmetic_intensity",
     ] {
         let v = report[key].as_f64().unwrap_or(-1.0);
         assert!(v > 0.0, "{key} = {v}");
     }
+    assert_eq!(report["peak_fraction"], report["fraction_of_ceiling"]);
+    assert_eq!(
+        report["ceiling"]["compute_kind"], "f32x4",
+        "no micro-kernel call"
+    );
+    assert!(report["machine_ceilings"]["widest"]["gflops"]["per_core"].as_f64() > Some(0.0));
     assert!(report["max_rel_error"].as_f64().is_some_and(|e| e < 1e-4));
     for peer in ["matrixmultiply", "gemm"] {
         assert!(
@@ -254,6 +262,68 @@ fn bench_reports_gflops_peak_and_peers_as_json() {
             "{peer}"
         );
     }
+}
+
+/// Every workload of a suite run reports the fraction of the ceiling that
+/// applies to it and of the machine's roofline, both in (0, 1]: a fraction
+/// above 1 means a ceiling is no upper bound. Compute- and bandwidth-bound
+/// workloads, default schedules (no database: every one falls back).
+#[test]
+fn bench_never_reports_a_fraction_of_a_ceiling_above_one() {
+    let dir = common::Scratch::new("bench-fractions");
+    let suite = dir.join("suite.json");
+    std::fs::write(
+        &suite,
+        r#"{"name": "fractions", "workloads": [
+            {"label": "matmul", "op": "matmul", "shape": "M=96,N=80,K=64"},
+            {"label": "relu", "op": "relu", "shape": "M=256,N=1024"},
+            {"label": "bias_add", "op": "bias_add", "shape": "M=64,N=1000"},
+            {"label": "softmax", "op": "softmax", "shape": "M=32,N=1024"}
+        ]}"#,
+    )
+    .expect("writes the suite");
+    let db = dir.join("none.db");
+    let out = tessera(&[
+        "bench",
+        "--suite",
+        &suite.to_string_lossy(),
+        "--db",
+        &db.to_string_lossy(),
+        "--threads",
+        "1",
+        "--repeat",
+        "3",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    let workloads = report["workloads"].as_array().expect("workloads");
+    assert_eq!(workloads.len(), 4);
+    let mut bounds = Vec::new();
+    for w in workloads {
+        for key in [
+            "fraction_of_ceiling",
+            "fraction_of_roofline",
+            "peak_fraction",
+        ] {
+            let fraction = w[key].as_f64().unwrap_or(f64::NAN);
+            assert!(
+                fraction > 0.0 && fraction <= 1.0,
+                "{} {key} = {fraction}: {w}",
+                w["label"]
+            );
+        }
+        assert!(w["fraction_of_roofline"].as_f64() <= w["fraction_of_ceiling"].as_f64());
+        bounds.push(
+            w["ceiling"]["bound"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    assert_eq!(bounds[0], "compute", "matmul");
+    assert_eq!(bounds[1], "bandwidth", "relu");
 }
 
 #[test]

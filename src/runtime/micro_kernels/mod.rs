@@ -336,18 +336,3 @@ pub fn reference(
         }
     }
 }
-
-/// FMA instructions a core starts per cycle (two FMA pipes on the x86-64
-/// cores this project targets), the same count `codegen::peak` uses.
-pub const FMA_PER_CYCLE: f64 = 2.0;
-
-/// The f32 FMA peak of one core for `isa` at `clock_ghz`, in GFLOP/s:
-/// `clock_ghz × FMA_PER_CYCLE × lanes × 2` (a multiply and an add per lane).
-/// [`Isa::Sse`] has no FMA, but its separate multiply and add pipes give the
-/// same ceiling; [`Isa::Generic`] counts one lane. This is the ISA's nominal
-/// ceiling: a core that executes 512-bit FMAs as two 256-bit halves (AMD
-/// Zen 4) sustains half the [`Isa::Avx512`] figure, the same as
-/// [`Isa::Avx2Fma`].
-pub fn peak_gflops_per_core(isa: Isa, clock_ghz: f64) -> f64 {
-    clock_ghz * FMA_PER_CYCLE * isa.lanes() as f64 * 2.0
-}

@@ -228,8 +228,6 @@ fn micro_kernel_registry_is_consistent() {
     assert_eq!(Isa::from_name("AVX512"), Some(Isa::Avx512));
     assert_eq!(Isa::from_name("neon"), None);
     assert!(Isa::Generic < Isa::Sse && Isa::Sse < Isa::Avx2Fma && Isa::Avx2Fma < Isa::Avx512);
-    let peak = micro_kernels::peak_gflops_per_core(Isa::Avx512, 2.5);
-    assert!((peak - 2.5 * 2.0 * 16.0 * 2.0).abs() < 1e-9);
     #[cfg(target_arch = "x86_64")]
     {
         let uncapped = Target::host();

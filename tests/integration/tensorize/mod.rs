@@ -42,4 +42,4 @@ fn coverage() -> common::IsaCoverage {
 
 mod kernels;
 mod sketches;
-mod step;
+pub(crate) mod step;

@@ -76,7 +76,7 @@ fn direct(m_t: i64, n_t: i64, k_t: Option<i64>, kernel: &str) -> Vec<Step> {
 
 /// GotoBLAS style: the accumulator tile in C.local, B packed into a panel
 /// B.local per column block, the outer column loop parallel.
-fn packed(m_t: i64, n_t: i64, kernel: &str) -> Vec<Step> {
+pub(crate) fn packed(m_t: i64, n_t: i64, kernel: &str) -> Vec<Step> {
     steps(&format!(
         r#"[
         {{"kind":"cache_write","stage":"C"}},
