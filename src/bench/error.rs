@@ -53,6 +53,14 @@ pub enum BenchError {
         /// The tolerance.
         tolerance: f64,
     },
+    /// `--save-io`: a file or folder that cannot be written.
+    #[error("--save-io: cannot write {path}: {source}")]
+    SaveIo {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A suite file that cannot be used (names the file and the workload).
     #[error(transparent)]
     Suite(#[from] crate::search::SuiteError),

@@ -1,10 +1,12 @@
 //! Helpers shared by the tests: small shapes for every op, random inputs,
 //! comparison with a tolerance scaled by reduction length, running the
-//! binary ([`binary`]) and folders that clean up after themselves
+//! binary ([`binary`]), the rows of the ONNX Runtime comparison
+//! ([`ort_workloads`]) and folders that clean up after themselves
 //! ([`scratch`]).
 #![allow(dead_code)]
 
 mod binary;
+pub mod ort_workloads;
 mod scratch;
 
 #[allow(unused_imports)] // custom_op_cli runs itself, not the tessera binary
