@@ -381,7 +381,12 @@ def main(argv):
     for n, row in enumerate(rows, 1):
         print(f"[{n}/{len(rows)}] {row['name']}", file=sys.stderr, flush=True)
         try:
-            results.append(measure_row(row, spec["opset"], args, work))
+            result = measure_row(row, spec["opset"], args, work)
+            results.append(result)
+            print("  " + ", ".join(
+                f"{t}T tessera {fmt(result['tessera'][t]['median_ms'])} ms / ORT "
+                f"{fmt(result['ort'][t]['median_ms'])} ms = {fmt(result['ratio'][t], 2)}"
+                for t in args.threads) + f" ({result['schedule']})", file=sys.stderr, flush=True)
         except Exception as e:  # noqa: BLE001 -- any failure fails the row, not the run
             print(f"  failed: {e}", file=sys.stderr, flush=True)
             results.append({"name": row["name"], "op": row["op"], "shape": row["shape"],
