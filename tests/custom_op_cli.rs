@@ -54,6 +54,10 @@ const TESTS: &[Test] = &[
         name: "a_required_parameter_must_be_given",
         run: a_required_parameter_must_be_given,
     },
+    Test {
+        name: "ort_rows_of_custom_ops_match_their_dags",
+        run: ort_rows_of_custom_ops_match_their_dags,
+    },
 ];
 
 fn main() -> ExitCode {
@@ -294,4 +298,24 @@ fn a_required_parameter_must_be_given() {
     assert!(!Path::new("/nonexistent/never-written.db").exists());
     let shown = succeeded(&["show", "shifted", "--shape", "N=5"]);
     assert!(shown.contains("shifted[N=5,f32]"), "{shown}");
+}
+
+/// The rows of `bench/ort/workloads.json` that bench an op of this example
+/// (the integration tests' registry has only the built-ins): their ONNX
+/// inputs and outputs are the op's tensors, with their shapes.
+fn ort_rows_of_custom_ops_match_their_dags() {
+    let rows: Vec<_> = common::ort_workloads::load()
+        .rows
+        .into_iter()
+        .filter(common::ort_workloads::is_custom)
+        .collect();
+    assert!(
+        !rows.is_empty(),
+        "no custom_op row in bench/ort/workloads.json"
+    );
+    for row in &rows {
+        if let Err(e) = common::ort_workloads::check_row(row) {
+            panic!("{}: {e}", row.name);
+        }
+    }
 }

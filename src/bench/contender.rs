@@ -46,6 +46,14 @@ impl Contender {
             .fold(0.0, f64::max)
     }
 
+    /// Its outputs, as the last run left them.
+    pub fn outputs(&self) -> Vec<HostTensor> {
+        self.buffers[self.kernel.num_inputs()..]
+            .iter()
+            .map(NdBuffer::to_host)
+            .collect()
+    }
+
     /// Runs once more, then times `repeat` repeats alone.
     pub fn time_alone(&mut self, repeat: usize) -> Result<Timing, BenchError> {
         self.run()?;

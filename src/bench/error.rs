@@ -56,6 +56,14 @@ pub enum BenchError {
     /// The machine's ceilings could not be measured.
     #[error(transparent)]
     Ceilings(#[from] crate::measure::ceilings::CeilingError),
+    /// `--save-io`: a file or folder that cannot be written.
+    #[error("--save-io: cannot write {path}: {source}")]
+    SaveIo {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A suite file that cannot be used (names the file and the workload).
     #[error(transparent)]
     Suite(#[from] crate::search::SuiteError),

@@ -23,6 +23,7 @@ mod error;
 mod peers;
 mod report;
 mod schedule;
+mod tensor_files;
 
 pub use error::BenchError;
 pub use report::{BenchReport, PeerGflops, SuiteBenchReport};
@@ -58,6 +59,9 @@ pub struct BenchOptions {
     pub constants: Vec<String>,
     /// The machine the kernels are compiled for (its micro-kernel ISA).
     pub target: Target,
+    /// A folder to write the inputs and the timed kernel's outputs into
+    /// (`.npy` files and `io.json`), to compare another engine on them.
+    pub save_io: Option<std::path::PathBuf>,
 }
 
 /// A benchmark session: the options, the runtime's threads set to them, and
@@ -146,6 +150,9 @@ impl Bench {
         let tolerance = tolerance(&task);
         if error > tolerance {
             return Err(BenchError::Verification { error, tolerance });
+        }
+        if let Some(dir) = &options.save_io {
+            tensor_files::save(dir, task.dag(), &inputs, &tuned.outputs())?;
         }
         warn_if_debug_build();
         let flops = task.dag().flop_count() as f64;

@@ -71,6 +71,11 @@ pub(crate) struct BenchArgs {
     /// copies of them removed), as `Library::kernel_with_constants` loads it.
     #[arg(long, value_delimiter = ',', conflicts_with = "suite")]
     constants: Vec<String>,
+    /// Write the inputs and the timed kernel's outputs into this folder
+    /// (`NAME.npy` per tensor and `io.json` listing them in argument
+    /// order), to run another engine on the same inputs and compare.
+    #[arg(long, conflicts_with = "suite")]
+    save_io: Option<PathBuf>,
 }
 
 impl BenchArgs {
@@ -96,6 +101,7 @@ impl BenchArgs {
             repeat: self.repeat,
             constants: self.constants.clone(),
             target: *target,
+            save_io: self.save_io.clone(),
         })
     }
 }

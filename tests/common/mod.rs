@@ -2,14 +2,16 @@
 //! comparison with a tolerance scaled by reduction length, the error bound
 //! of an f32 dot product ([`error_bound`]), which micro-kernel ISAs a run
 //! covers ([`isa_coverage`]), f64 math in double-double as an independent
-//! oracle ([`double_double`]), running the binary ([`binary`]) and folders
-//! that clean up after themselves ([`scratch`]).
+//! oracle ([`double_double`]), running the binary ([`binary`]), the rows of
+//! the ONNX Runtime comparison ([`ort_workloads`]) and folders that clean up
+//! after themselves ([`scratch`]).
 #![allow(dead_code)]
 
 mod binary;
 pub mod double_double;
 mod error_bound;
 mod isa_coverage;
+pub mod ort_workloads;
 mod scratch;
 
 #[allow(unused_imports)] // custom_op_cli runs itself, not the tessera binary
