@@ -308,13 +308,23 @@ fn aot_math_kernel_links_host_functions_and_matches_the_interpreter_and_the_jit(
     )
     .expect("write_aot");
     let object = std::fs::read(&files.object).expect("read the object");
-    // Every runtime import but the heap (this kernel's buffers fit the stack).
-    for &symbol in codegen::RUNTIME_IMPORTS
-        .iter()
-        .filter(|s| !matches!(**s, "tessera_alloc" | "tessera_free"))
-    {
+    // Every runtime import but the heap (this kernel's buffers fit the stack)
+    // and the fork: its parallel loop does far less work than
+    // MIN_PARALLEL_STORES, so it runs serially (the matmul test above links
+    // the fork).
+    for &symbol in codegen::RUNTIME_IMPORTS.iter().filter(|s| {
+        !matches!(
+            **s,
+            "tessera_alloc" | "tessera_free" | "tessera_parallel_for"
+        )
+    }) {
         assert!(mentions(&object, symbol), "the object lacks {symbol}");
     }
+    assert!(
+        ((rows * cols) as u64) < codegen::MIN_PARALLEL_STORES
+            && !mentions(&object, "tessera_parallel_for"),
+        "a parallel loop too small to pay for a fork runs serially"
+    );
 
     // Inputs: x in [-3, 3], y in [0.5, 3] (log and pow need y > 0), u in
     // [0.1, 2], v in [-2, 2].

@@ -149,6 +149,7 @@ fn the_fma_ceilings_are_stable_and_bound_the_fastest_kernels() {
             repeat: 5,
             constants: Vec::new(),
             target,
+            save_io: None,
         };
         let tensorized = Bench::new(options(ScheduleSource::Steps {
             path: "tensorized.json".into(),
