@@ -1,6 +1,7 @@
 //! Parallel loops: compiled code calls [`tessera_parallel_for`] with an
 //! outlined loop body; the iterations are split into contiguous chunks, one
-//! per thread of a rayon pool. Nested parallel loops are compiled serially.
+//! per thread: the calling thread runs the first, the workers of a rayon
+//! pool the others. Nested parallel loops are compiled serially.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -82,7 +83,10 @@ unsafe fn parallel_for_on(
     if threads == 1 {
         return serial();
     }
-    let Some(pool) = pool(threads as usize) else {
+    // The calling thread runs the first chunk itself: a fork wakes
+    // `threads - 1` workers, not `threads`, and the caller never sleeps
+    // while a worker does its share.
+    let Some(pool) = pool(threads as usize - 1) else {
         return serial();
     };
     let shared = Shared {
@@ -90,8 +94,8 @@ unsafe fn parallel_for_on(
         values: values as usize,
     };
     let chunk = (extent + threads - 1) / threads;
-    pool.scope(|scope| {
-        for t in 0..threads {
+    pool.in_place_scope(|scope| {
+        for t in 1..threads {
             let (begin, end) = (t * chunk, ((t + 1) * chunk).min(extent));
             if begin >= end {
                 continue;
@@ -101,6 +105,7 @@ unsafe fn parallel_for_on(
                 body(s.ptrs as *const *mut u8, s.values as *const i64, begin, end)
             });
         }
+        body(ptrs, values, 0, chunk.min(extent));
     });
 }
 

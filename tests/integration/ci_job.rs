@@ -140,6 +140,22 @@ fn the_job_writes_every_output_and_resumes_from_its_database() {
     assert!(md.contains("2 trials per workload"), "{md}");
     assert!(md.contains("![tuning curves](curves.svg)"), "{md}");
     assert!(out.join("curves.svg").is_file());
+    for w in workloads {
+        let name = w["workload"].as_str().expect("workload");
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .unwrap_or_else(|| panic!("no row for {name} in {md}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let figure = |key: &str| {
+            w[key]
+                .as_f64()
+                .map_or("–".to_string(), |g| format!("{g:.2}"))
+        };
+        assert_eq!(cells[5], figure("recorded_gflops"), "{row}");
+        assert_eq!(cells[6], figure("remeasured_gflops"), "{row}");
+        assert_ne!(cells[6], "–", "the deployed record was re-measured: {row}");
+    }
 
     // More budget: the run continues (4 more trials), it does not restart,
     // and it compares with the artifacts the first run published.
