@@ -163,8 +163,11 @@ fn random_fills_of_every_sketch_with_row_math_match_the_reference_at_every_cap()
     }
 }
 
+/// A te builder of one unary function (`te::exp`, …).
+type UnaryBuilder = fn(te::Expr) -> te::Expr;
+
 /// `out = f(x)` over a row, vectorized, without and with row math.
-fn unary(f: fn(te::Expr) -> te::Expr, n: i64) -> ComputeDag {
+fn unary(f: UnaryBuilder, n: i64) -> ComputeDag {
     let x = placeholder("x", &[n], DType::F32);
     let out = compute("out", &[n], |ix| f(x.at([&ix[0]])));
     ComputeDag::new(&[x], &[out]).unwrap_or_else(|e| panic!("{e}"))
@@ -215,7 +218,7 @@ fn row_primitives_are_bit_identical_to_the_jit_inline_code() {
     eprintln!("row primitives covered: {allowed:?}; skipped: {skipped:?} ({coverage})");
     let xs = wide_inputs();
     let n = xs.len() as i64;
-    let functions: [(Intrinsic, fn(te::Expr) -> te::Expr); 5] = [
+    let functions: [(Intrinsic, UnaryBuilder); 5] = [
         (Intrinsic::Exp, te::exp),
         (Intrinsic::Log, te::log),
         (Intrinsic::Tanh, te::tanh),

@@ -258,7 +258,7 @@ fn project_fill(
         }),
         Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => None,
         Stmt::Seq(items) => {
-            let items: Vec<Stmt> = items.iter().filter_map(|i| project(i)).collect();
+            let items: Vec<Stmt> = items.iter().filter_map(&project).collect();
             (!items.is_empty()).then_some(Stmt::Seq(items))
         }
         Stmt::IfThenElse {
