@@ -182,8 +182,10 @@ pub fn propose<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
         .collect();
     let leaf = pick(&leaf_names, rng)?.clone();
     let step = match rng.random_range(0..100) {
-        27..30 => return propose_row_math(state, rng),
-        0..27 => {
+        // Row math takes part of split's share where a stage computes a
+        // transcendental (elsewhere the draws are as they were without it).
+        draw @ 0..30 if draw >= 22 && let Some(step) = propose_row_math(state, rng) => step,
+        0..30 => {
             let id = stage.leaf_named(&leaf)?;
             let extent = stage.iters[id].extent.max(1);
             let count = rng.random_range(1..=2);
@@ -293,7 +295,24 @@ fn propose_row_math<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
                 && state.computes_transcendental(s)
         })
         .collect();
-    let stage = &stages[*pick(&candidates, rng)?];
+    // A stage whose innermost loop is vectorised already, when there is one.
+    let ready: Vec<usize> = candidates
+        .iter()
+        .copied()
+        .filter(|&s| {
+            let stage = &stages[s];
+            stage
+                .leaves
+                .last()
+                .is_some_and(|&l| stage.iters[l].annotation == Annotation::Vectorize)
+        })
+        .collect();
+    let from = if ready.is_empty() {
+        &candidates
+    } else {
+        &ready
+    };
+    let stage = &stages[*pick(from, rng)?];
     let innermost = &stage.iters[*stage.leaves.last()?];
     if innermost.annotation != Annotation::Vectorize {
         return Some(Step::Annotate {

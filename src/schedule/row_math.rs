@@ -98,6 +98,33 @@ impl State {
         Ok(())
     }
 
+    /// A stage's `row_math` loop must stay what the step found (its
+    /// innermost loop, vectorised, computing a transcendental): a later step
+    /// that changes that is refused, so every valid state lowers.
+    pub(crate) fn check_row_math(&self, index: usize) -> Result<(), StepErrorKind> {
+        let s = &self.stages[index];
+        let Some(r) = s.row_math else {
+            return Ok(());
+        };
+        let name = s
+            .iters
+            .get(r.iter)
+            .map_or_else(|| format!("#{}", r.iter), |it| it.name.clone());
+        let reason = if s.compute_at == ComputeAt::Inline {
+            Some("the stage would be inlined".to_string())
+        } else {
+            self.row_math_loop(index, r.iter).err()
+        };
+        match reason {
+            Some(reason) => Err(StepErrorKind::RowMath {
+                stage: s.name.clone(),
+                iter: name,
+                reason: format!("a row_math step runs this loop, so it must stay so: {reason}"),
+            }),
+            None => Ok(()),
+        }
+    }
+
     pub(crate) fn row_math(
         &mut self,
         index: usize,

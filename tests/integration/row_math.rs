@@ -313,21 +313,23 @@ fn invalid_row_math_steps_are_typed_errors_that_say_what_exists() {
     };
     assert!(state.apply(step).is_err());
     assert_eq!(state.to_text(), before);
-    // A later split of the loop leaves it no longer innermost: lowering says so.
-    let steps = steps_from_json(&format!(
-        r#"[{vectorized}, {{"kind":"row_math","stage":"gelu","iter":"i1","isa":"avx2"}},
-            {{"kind":"split","stage":"gelu","iter":"i1","factors":[4]}}]"#
-    ))
-    .unwrap_or_else(|e| panic!("{e}"));
-    let state = State::replay(&gelu, &steps).unwrap_or_else(|e| panic!("{e}"));
-    let err = tir::lower(&state)
-        .map(|_| ())
-        .expect_err("no longer a row_math loop");
-    assert!(
-        err.to_string()
-            .contains("cannot use row math in stage 'gelu'"),
-        "{err}"
-    );
+    // A later step that would change the loop is refused (every valid state
+    // lowers): a split of it, or another annotation.
+    for later in [
+        r#"{"kind":"split","stage":"gelu","iter":"i1","factors":[4]}"#,
+        r#"{"kind":"annotate","stage":"gelu","iter":"i1","annotation":"unroll"}"#,
+    ] {
+        let err = step_error(
+            &gelu,
+            &format!(
+                r#"[{vectorized}, {{"kind":"row_math","stage":"gelu","iter":"i1","isa":"avx2"}}, {later}]"#
+            ),
+        );
+        assert!(
+            err.starts_with("step 2") && err.contains("a row_math step runs this loop"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
