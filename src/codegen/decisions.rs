@@ -69,7 +69,7 @@ fn outlined_bodies<'s>(s: &'s Stmt, out: &mut Vec<&'s Stmt>) {
                 outlined_bodies(o, out);
             }
         }
-        Stmt::Store { .. } | Stmt::MicroKernelCall(_) => {}
+        Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => {}
     }
 }
 

@@ -20,6 +20,7 @@ use super::kernel::{EntryFn, Kernel, KernelParam};
 use super::math::host_symbols;
 use super::micro_kernel_symbols::micro_kernel_symbols;
 use super::options::{CodegenOptions, OptLevel};
+use super::row_math_symbols::row_math_symbols;
 use super::translate::define_kernel;
 
 /// The host ISA with every feature the CPU has; `pic` for position-independent
@@ -63,6 +64,7 @@ fn runtime_symbols(target: &Target) -> Vec<(&'static str, *const u8)> {
     ];
     symbols.extend(host_symbols());
     symbols.extend(micro_kernel_symbols(target));
+    symbols.extend(row_math_symbols(target));
     symbols
 }
 

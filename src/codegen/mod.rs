@@ -12,6 +12,7 @@ mod micro_kernel_symbols;
 mod object;
 mod options;
 mod parallel_work;
+mod row_math_symbols;
 mod translate;
 
 pub use decisions::{BufferStorage, CodegenDecisions, VectorLoop, decisions};

@@ -78,12 +78,19 @@ pub fn compile_object(
     options: &CodegenOptions,
     symbol: &str,
 ) -> Result<Vec<u8>, CodegenError> {
-    let mut tensorized = false;
-    func.body
-        .visit(&mut |s| tensorized |= matches!(s, crate::tir::Stmt::MicroKernelCall(_)));
+    let (mut tensorized, mut row_math) = (false, false);
+    func.body.visit(&mut |s| {
+        tensorized |= matches!(s, crate::tir::Stmt::MicroKernelCall(_));
+        row_math |= matches!(s, crate::tir::Stmt::RowMathCall(_));
+    });
     if tensorized {
         return Err(CodegenError::Unsupported(
             "a tensorized kernel calls tessera's Rust micro-kernels, which the C runtime of an object file does not provide; deploy it without --aot".into(),
+        ));
+    }
+    if row_math {
+        return Err(CodegenError::Unsupported(
+            "a row_math kernel calls tessera's Rust row primitives, which the C runtime of an object file does not provide; deploy it without --aot".into(),
         ));
     }
     if !is_c_identifier(symbol) {

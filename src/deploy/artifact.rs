@@ -57,7 +57,8 @@ pub struct Artifact {
     /// were first written.)
     #[serde(rename = "intrinsics", default, skip_serializing_if = "Vec::is_empty")]
     pub micro_kernels: Vec<String>,
-    /// The widest vector ISA those micro-kernels need (`avx512`, `avx2`, …).
+    /// The widest vector ISA the schedule needs (`avx512`, `avx2`, …): that of
+    /// its micro-kernels and of its `row_math` steps' row primitives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isa: Option<String>,
     /// The inputs the schedule reads only through one packing copy: when
@@ -100,10 +101,14 @@ impl Artifact {
     pub fn from_record(record: &TuningRecord, trials: usize) -> Option<Artifact> {
         let median_secs = record.result.median()?;
         let micro_kernels = micro_kernels_of(&record.steps);
+        let row_math_isas = crate::schedule::row_math_isas_of(&record.steps)
+            .into_iter()
+            .filter_map(|name| crate::runtime::micro_kernels::Isa::from_name(&name));
         let isa = micro_kernels
             .iter()
             .filter_map(|name| crate::runtime::micro_kernels::find(name))
             .map(|k| k.isa)
+            .chain(row_math_isas)
             .max()
             .map(|isa| isa.name().to_string());
         Some(Artifact {

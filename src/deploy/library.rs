@@ -57,6 +57,19 @@ pub enum FallbackReason {
         /// The widest ISA this CPU runs (under the cap).
         host: String,
     },
+    /// The artifact's schedule runs transcendental functions through row
+    /// primitives (a `row_math` step) of an ISA this CPU lacks or the
+    /// target's cap forbids.
+    MissingRowMathIsa {
+        /// The artifact file.
+        path: PathBuf,
+        /// The ISA the row primitives need.
+        needs: String,
+        /// The widest ISA this CPU runs (under the cap).
+        host: String,
+        /// What capped it, e.g. `TESSERA_ISA=sse`, or `none`.
+        cap: String,
+    },
     /// The artifact or index file cannot be read as one.
     Corrupt {
         /// The file.
@@ -104,6 +117,16 @@ impl fmt::Display for FallbackReason {
             } => write!(
                 f,
                 "artifact {} calls micro-kernel {kernel}, which needs {needs}; this CPU runs up to {host} — tune on this machine for a tuned kernel",
+                path.display()
+            ),
+            FallbackReason::MissingRowMathIsa {
+                path,
+                needs,
+                host,
+                cap,
+            } => write!(
+                f,
+                "artifact {} runs transcendental functions through {needs} row primitives; this target runs up to {host} (cap: {cap}) — tune on this machine for a tuned kernel",
                 path.display()
             ),
             FallbackReason::Corrupt { path, reason } => write!(
@@ -363,6 +386,23 @@ impl Library {
                             "it calls micro-kernel '{name}', which this tessera does not have"
                         ),
                     });
+                }
+            }
+        }
+        for name in crate::schedule::row_math_isas_of(&artifact.steps) {
+            let target = &self.options.target;
+            match crate::schedule::row_math_isa(&name) {
+                Ok(isa) if isa <= target.isa() => {}
+                Ok(isa) => {
+                    return Resolution::Fallback(FallbackReason::MissingRowMathIsa {
+                        path,
+                        needs: isa.name().to_string(),
+                        host: target.isa().name().to_string(),
+                        cap: target.cap_description(),
+                    });
+                }
+                Err(reason) => {
+                    return Resolution::Fallback(FallbackReason::Stale { path, reason });
                 }
             }
         }

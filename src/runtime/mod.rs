@@ -6,6 +6,7 @@ mod buffer;
 mod device;
 pub mod micro_kernels;
 pub mod parallel;
+pub mod row_math;
 mod target;
 
 pub use buffer::{BUFFER_ALIGN, BufferError, NdBuffer};

@@ -140,6 +140,11 @@ impl State {
                 let it = self.resolve_iter(s, iter)?;
                 self.tensorize(s, it, kernel)
             }
+            Step::RowMath { stage, iter, isa } => {
+                let s = self.resolve_loop_stage(stage)?;
+                let it = self.resolve_iter(s, iter)?;
+                self.row_math(s, it, isa)
+            }
         }
     }
 

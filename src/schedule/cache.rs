@@ -66,6 +66,7 @@ impl State {
         *s = Stage {
             auto_unroll_max_step: s.auto_unroll_max_step,
             tensorize: None,
+            row_math: None,
             ..Stage::fresh(
                 s.name.clone(),
                 s.tensor.clone(),

@@ -29,6 +29,16 @@ pub enum StepErrorKind {
         /// What does not match, and how to fix it.
         reason: String,
     },
+    /// A loop whose transcendental calls cannot run through row primitives.
+    #[error("cannot use row math in stage '{stage}' at '{iter}': {reason}")]
+    RowMath {
+        /// The stage.
+        stage: String,
+        /// The loop.
+        iter: String,
+        /// What does not fit, and what exists.
+        reason: String,
+    },
     /// No stage of that name.
     #[error("no stage '{name}'; the stages are {available}")]
     UnknownStage {

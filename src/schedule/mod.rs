@@ -10,6 +10,7 @@ mod placement;
 pub mod random;
 mod relations;
 mod rfactor;
+mod row_math;
 mod state;
 mod step;
 mod tensorize;
@@ -17,6 +18,10 @@ mod tensorize;
 pub use error::{StepError, StepErrorKind};
 pub use loops::{MAX_AUTO_UNROLL, MAX_SPLIT_PRODUCT};
 pub use relations::{derive_extents, derive_values};
-pub use state::{ComputeAt, IterId, IterNode, Relation, Scope, Stage, State, Tensorized};
-pub use step::{Annotation, Step, StepParseError, calls_micro_kernel, steps_from_json};
+pub(crate) use row_math::is_row_math_call;
+pub use row_math::row_math_isa;
+pub use state::{ComputeAt, IterId, IterNode, Relation, RowMath, Scope, Stage, State, Tensorized};
+pub use step::{
+    Annotation, Step, StepParseError, calls_micro_kernel, row_math_isas_of, steps_from_json,
+};
 pub use tensorize::TENSORIZE_BLOCK;

@@ -134,6 +134,7 @@ impl State {
                     inner: stage.iters[stage.leaves[p + 1]].name.clone(),
                 });
             }
+            self.check_row_math(index)?;
         }
         Ok(())
     }

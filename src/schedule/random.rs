@@ -47,7 +47,7 @@ pub fn random_schedule_tallied<R: Rng>(
 
 /// Every kind of step [`propose`] draws, as [`step_kind`] names them:
 /// annotations by what they mark, cache reads by whether they transpose.
-pub const PROPOSED_KINDS: [&str; 15] = [
+pub const PROPOSED_KINDS: [&str; 16] = [
     "split",
     "reorder",
     "fuse",
@@ -63,6 +63,7 @@ pub const PROPOSED_KINDS: [&str; 15] = [
     "cache_read transposed",
     "rfactor",
     "pragma",
+    "row_math",
 ];
 
 /// The kind of `step`, as [`RandomScheduleStats`] counts it.
@@ -88,6 +89,7 @@ pub fn step_kind(step: &Step) -> &'static str {
         Step::Rfactor { .. } => "rfactor",
         Step::Pragma { .. } => "pragma",
         Step::Tensorize { .. } => "tensorize",
+        Step::RowMath { .. } => "row_math",
     }
 }
 
@@ -123,9 +125,14 @@ impl RandomScheduleStats {
 
     /// The kinds of [`PROPOSED_KINDS`] that applied fewer than `minimum`
     /// times, with their tallies: empty when every kind landed enough.
+    /// A kind this host cannot propose (`row_math` where the target allows
+    /// no row-math ISA, e.g. under `TESSERA_ISA=sse`) is not held to it.
     pub fn kinds_below(&self, minimum: usize) -> Vec<(&'static str, KindTally)> {
+        let no_row_math =
+            crate::runtime::row_math::allowed_isas(&crate::runtime::Target::from_env()).is_empty();
         PROPOSED_KINDS
             .iter()
+            .filter(|&&kind| !(no_row_math && kind == "row_math"))
             .map(|&kind| (kind, self.by_kind.get(kind).copied().unwrap_or_default()))
             .filter(|(_, tally)| tally.applied < minimum)
             .collect()
@@ -175,6 +182,9 @@ pub fn propose<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
         .collect();
     let leaf = pick(&leaf_names, rng)?.clone();
     let step = match rng.random_range(0..100) {
+        // Row math takes part of split's share where a stage computes a
+        // transcendental (elsewhere the draws are as they were without it).
+        draw @ 0..30 if draw >= 22 && let Some(step) = propose_row_math(state, rng) => step,
         0..30 => {
             let id = stage.leaf_named(&leaf)?;
             let extent = stage.iters[id].extent.max(1);
@@ -271,6 +281,52 @@ pub fn propose<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
         },
     };
     Some(step)
+}
+
+/// A `row_math` step on the innermost loop of a stage that computes a
+/// transcendental, with a random row-math ISA; where that loop is not
+/// vectorised yet, the vectorize annotation it needs instead.
+fn propose_row_math<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
+    let stages = state.stages();
+    let candidates: Vec<usize> = (0..stages.len())
+        .filter(|&s| {
+            stages[s].compute.is_some()
+                && stages[s].compute_at != ComputeAt::Inline
+                && state.computes_transcendental(s)
+        })
+        .collect();
+    // A stage whose innermost loop is vectorised already, when there is one.
+    let ready: Vec<usize> = candidates
+        .iter()
+        .copied()
+        .filter(|&s| {
+            let stage = &stages[s];
+            stage
+                .leaves
+                .last()
+                .is_some_and(|&l| stage.iters[l].annotation == Annotation::Vectorize)
+        })
+        .collect();
+    let from = if ready.is_empty() {
+        &candidates
+    } else {
+        &ready
+    };
+    let stage = &stages[*pick(from, rng)?];
+    let innermost = &stage.iters[*stage.leaves.last()?];
+    if innermost.annotation != Annotation::Vectorize {
+        return Some(Step::Annotate {
+            stage: stage.name.clone(),
+            iter: innermost.name.clone(),
+            annotation: Annotation::Vectorize,
+        });
+    }
+    let isas = crate::runtime::row_math::allowed_isas(&crate::runtime::Target::from_env());
+    Some(Step::RowMath {
+        stage: stage.name.clone(),
+        iter: innermost.name.clone(),
+        isa: pick(&isas, rng)?.name().to_string(),
+    })
 }
 
 #[cfg(test)]

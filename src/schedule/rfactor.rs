@@ -157,6 +157,7 @@ impl State {
             compute_at: s.compute_at,
             auto_unroll_max_step: s.auto_unroll_max_step,
             tensorize: None,
+            row_math: None,
             ..Stage::fresh(
                 s.name.clone(),
                 s.tensor.clone(),

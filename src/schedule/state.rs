@@ -72,6 +72,16 @@ pub struct Tensorized {
     pub kernel: String,
 }
 
+/// Row math: the f32 transcendental calls of the innermost vectorised loop
+/// `iter` run through the row primitives of `isa` (the `row_math` step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowMath {
+    /// The loop (the stage's innermost, vectorised).
+    pub iter: IterId,
+    /// The instruction set of the row primitives.
+    pub isa: crate::runtime::micro_kernels::Isa,
+}
+
 /// Where a stage's buffer lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -106,6 +116,9 @@ pub struct Stage {
     pub auto_unroll_max_step: u32,
     /// The block replaced by a micro-kernel call (the `tensorize` step).
     pub tensorize: Option<Tensorized>,
+    /// The loop whose transcendental calls run through row primitives (the
+    /// `row_math` step).
+    pub row_math: Option<RowMath>,
     /// Whether the stage is an output of the DAG.
     pub is_output: bool,
 }
@@ -323,6 +336,9 @@ impl State {
                     if let Some(t) = stage.tensorize.as_ref().filter(|t| t.iter == id) {
                         let _ = write!(out, ",tensorize {}", t.kernel);
                     }
+                    if let Some(r) = stage.row_math.as_ref().filter(|r| r.iter == id) {
+                        let _ = write!(out, ",row_math {}", r.isa);
+                    }
                     out.push(')');
                 }
             }
@@ -353,6 +369,7 @@ impl Stage {
             compute_at: ComputeAt::Root,
             auto_unroll_max_step: 0,
             tensorize: None,
+            row_math: None,
             is_output,
         }
     }

@@ -146,6 +146,35 @@ pub enum Step {
         #[serde(rename = "intrinsic")]
         kernel: String,
     },
+    /// The f32 transcendental calls (`exp`, `log`, `tanh`, `sigmoid`,
+    /// `erf`) of the stage's innermost vectorised loop `iter` run through
+    /// the `std::arch` row primitives of `isa` (`avx2` or `avx512`, see
+    /// `runtime::row_math`): lowering fissions the loop into computing the
+    /// arguments into a scratch row, one row-primitive call, and the rest
+    /// of the body reading the results.
+    ///
+    /// JSON form: `{"kind": "row_math", "stage": "S", "iter": "i1.1", "isa": "avx2"}`.
+    RowMath {
+        /// The stage.
+        stage: String,
+        /// Its innermost loop, vectorised.
+        iter: String,
+        /// The instruction set of the row primitives (`avx2`, `avx512`).
+        isa: String,
+    },
+}
+
+/// The instruction sets the `row_math` steps of `steps` name, as written.
+pub fn row_math_isas_of(steps: &[Step]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for step in steps {
+        if let Step::RowMath { isa, .. } = step
+            && !out.contains(isa)
+        {
+            out.push(isa.clone());
+        }
+    }
+    out
 }
 
 /// Whether `steps` call a micro-kernel (have a `tensorize` step).
@@ -168,7 +197,8 @@ impl Step {
             | Step::CacheWrite { stage }
             | Step::CacheRead { stage, .. }
             | Step::Rfactor { stage, .. }
-            | Step::Tensorize { stage, .. } => stage,
+            | Step::Tensorize { stage, .. }
+            | Step::RowMath { stage, .. } => stage,
         }
     }
 }
@@ -222,6 +252,7 @@ impl fmt::Display for Step {
                 iter,
                 kernel,
             } => write!(f, "tensorize {stage}.{iter} with {kernel}"),
+            Step::RowMath { stage, iter, isa } => write!(f, "row_math {stage}.{iter} with {isa}"),
         }
     }
 }

@@ -3,14 +3,15 @@
 
 use std::collections::HashMap;
 
-use rand::seq::SliceRandom;
+use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, RngExt};
 
+use crate::runtime::micro_kernels::Isa;
 use crate::schedule::{Annotation, State, Step};
 use crate::te::{ComputeDag, IterKind};
 
 use super::factor::{sample_block, sample_factors, sample_kernel_depth, sample_register_tile};
-use super::sketch::{Sketch, SketchStep, TileRole};
+use super::sketch::{AnnotationSite, Sketch, SketchStep, TileRole};
 
 /// `auto_unroll_max_step` values annotation chooses from (Ansor's CPU set).
 pub const UNROLL_CHOICES: [u32; 4] = [0, 16, 64, 512];
@@ -30,6 +31,20 @@ pub struct Decisions {
     pub vectorize: Vec<bool>,
     /// Per site: the `auto_unroll_max_step` pragma (0: none).
     pub unroll: Vec<u32>,
+    /// Per site: the ISA whose row primitives run the stage's
+    /// transcendental calls (a `row_math` step), or none (inline f32x4).
+    pub row_math: Vec<Option<Isa>>,
+}
+
+/// Probability that a site that may use row math does.
+pub const ROW_MATH_PRIOR: f64 = 0.5;
+
+/// A random row-math choice for `site`: none, or one of its ISAs.
+pub fn random_row_math<R: Rng>(site: &AnnotationSite, rng: &mut R) -> Option<Isa> {
+    if site.row_math.is_empty() || !rng.random_bool(ROW_MATH_PRIOR) {
+        return None;
+    }
+    site.row_math.choose(rng).copied()
 }
 
 /// Probability that a candidate's multi-level tilings get register tiles
@@ -97,6 +112,11 @@ pub fn random_decisions<R: Rng>(sketch: &Sketch, rng: &mut R) -> Decisions {
                     0
                 }
             })
+            .collect(),
+        row_math: sketch
+            .sites
+            .iter()
+            .map(|s| random_row_math(s, rng))
             .collect(),
     }
 }
@@ -257,6 +277,29 @@ fn apply(state: &mut State, step: Step, sketch: &Sketch) -> Result<(), Materiali
     })
 }
 
+/// A `row_math` step on the innermost loop of stage `index` when it is
+/// vectorised (annotation may have left it serial: then nothing).
+fn apply_row_math(
+    state: &mut State,
+    index: usize,
+    isa: Isa,
+    sketch: &Sketch,
+) -> Result<(), MaterializeError> {
+    let stage = &state.stages()[index];
+    let Some(&innermost) = stage.leaves.last() else {
+        return Ok(());
+    };
+    if state.row_math_loop(index, innermost).is_err() {
+        return Ok(());
+    }
+    let step = Step::RowMath {
+        stage: stage.name.clone(),
+        iter: stage.iters[innermost].name.clone(),
+        isa: isa.name().to_string(),
+    };
+    apply(state, step, sketch)
+}
+
 /// The schedule `decisions` make of `sketch` on `dag`.
 pub fn materialize(
     dag: &ComputeDag,
@@ -411,6 +454,9 @@ pub fn materialize(
                 },
                 sketch,
             )?;
+        }
+        if let Some(isa) = decisions.row_math.get(i).copied().flatten() {
+            apply_row_math(&mut state, index, isa, sketch)?;
         }
     }
     Ok(state)

@@ -1,6 +1,7 @@
 //! Recovering a candidate (sketch and decisions) from a recorded step list,
 //! so that records from the cache seed the evolutionary search.
 
+use crate::runtime::micro_kernels::Isa;
 use crate::schedule::{Annotation, Step};
 use crate::te::ComputeDag;
 
@@ -66,6 +67,7 @@ fn infer(sketch: &Sketch, steps: &[Step]) -> Option<Decisions> {
         parallel: vec![0; n],
         vectorize: vec![false; n],
         unroll: vec![0; n],
+        row_math: vec![None; n],
     };
     for step in rest {
         let site = sketch.sites.iter().position(|s| s.stage == step.stage())?;
@@ -93,6 +95,7 @@ fn infer(sketch: &Sketch, steps: &[Step]) -> Option<Decisions> {
                 auto_unroll_max_step,
                 ..
             } => decisions.unroll[site] = *auto_unroll_max_step,
+            Step::RowMath { isa, .. } => decisions.row_math[site] = Some(Isa::from_name(isa)?),
             _ => return None,
         }
     }

@@ -81,6 +81,11 @@ enum Op {
         body: Box<Op>,
     },
     MicroKernelCall(Box<MicroKernelOp>),
+    RowMathCall {
+        buffer: usize,
+        count: i64,
+        function: crate::te::Intrinsic,
+    },
 }
 
 /// A micro-kernel call, resolved.
@@ -149,6 +154,11 @@ fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
                 body: Box::new(compile(body, r)?),
             }
         }
+        Stmt::RowMathCall(call) => Op::RowMathCall {
+            buffer: call.buffer,
+            count: call.count,
+            function: call.function,
+        },
         Stmt::MicroKernelCall(call) => {
             let operand = |o: &super::ir::MicroKernelOperand| {
                 r.resolve(&o.offset)
@@ -258,6 +268,11 @@ impl Machine<'_> {
                 self.env[*slot] = v.as_i64();
                 self.exec(body)?;
             }
+            Op::RowMathCall {
+                buffer,
+                count,
+                function,
+            } => self.row_math_call(*buffer, *count, *function)?,
             Op::MicroKernelCall(op) => {
                 let MicroKernelOp { counts, operands } = op.as_ref();
                 let mut c = [0i64; 3];
@@ -269,6 +284,33 @@ impl Machine<'_> {
                 }
                 self.micro_kernel_call(c[0], c[1], c[2], operands)?
             }
+        }
+        Ok(())
+    }
+
+    /// `buffer[j] = function(buffer[j])` for `j < count`, through the
+    /// reference math (as an inline call is evaluated), rounded to f32 on
+    /// the store.
+    fn row_math_call(
+        &mut self,
+        buffer: usize,
+        count: i64,
+        function: crate::te::Intrinsic,
+    ) -> Result<(), TirInterpError> {
+        let len = self.func.buffers[buffer].num_elements();
+        if count > len {
+            return Err(self.fault(
+                Fault::OutOfBounds {
+                    buffer,
+                    index: vec![count - 1],
+                },
+                "store",
+            ));
+        }
+        for j in 0..count.max(0) as usize {
+            let x = self.buffers[buffer].get(j);
+            let y = crate::te::eval::intrinsic(function, &[x]);
+            self.buffers[buffer].set(j, y);
         }
         Ok(())
     }

@@ -7,7 +7,8 @@
 
 use std::collections::HashMap;
 
-use crate::te::{DType, Expr, Tensor, TensorId, Var, placeholder};
+use crate::runtime::micro_kernels::Isa;
+use crate::te::{DType, Expr, Intrinsic, Tensor, TensorId, Var, placeholder};
 
 /// Position of a buffer in [`PrimFunc::buffers`].
 pub type BufferId = usize;
@@ -131,6 +132,29 @@ impl MicroKernelCall {
     }
 }
 
+/// A call of a row primitive (`runtime::row_math`):
+/// `buffer[j] = function(buffer[j])` for `0 ≤ j < count`, in place, at the
+/// full vector width of `isa`. Made by the `row_math` lowering pass from a
+/// `row_math` step.
+#[derive(Clone, Debug)]
+pub struct RowMathCall {
+    /// The function (an f32 transcendental).
+    pub function: Intrinsic,
+    /// The instruction set of the row primitive.
+    pub isa: Isa,
+    /// The scratch row (f32, at least `count` elements), from element 0.
+    pub buffer: BufferId,
+    /// How many elements.
+    pub count: i64,
+}
+
+impl RowMathCall {
+    /// The row primitive's name, e.g. `avx2_exp`.
+    pub fn primitive(&self) -> String {
+        format!("{}_{}", self.isa.name(), self.function.name())
+    }
+}
+
 /// A statement.
 #[derive(Clone, Debug)]
 pub enum Stmt {
@@ -174,6 +198,8 @@ pub enum Stmt {
     },
     /// A micro-kernel call (see [`MicroKernelCall`]).
     MicroKernelCall(Box<MicroKernelCall>),
+    /// A row-primitive call (see [`RowMathCall`]).
+    RowMathCall(RowMathCall),
     /// `let var = value in body`
     Let {
         /// The bound variable.
@@ -207,7 +233,7 @@ impl Stmt {
                     o.visit(f);
                 }
             }
-            Stmt::Store { .. } | Stmt::MicroKernelCall(_) => {}
+            Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => {}
         }
     }
 

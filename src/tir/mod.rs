@@ -10,7 +10,8 @@ pub mod simplify;
 
 pub use interp::{TirInterpError, run};
 pub use ir::{
-    Buffer, BufferId, ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PrimFunc, Stmt,
+    Buffer, BufferId, ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PrimFunc,
+    RowMathCall, Stmt,
 };
 pub use lower::{
     AfterPass, LOWERING_PASSES, LowerError, Pass, lower, lower_traced, lower_unsimplified,

@@ -23,6 +23,8 @@ fn steps(s: &Stmt) -> u64 {
         Stmt::Store { .. } => 1,
         // One multiply-accumulate per (i, j, k), as the loops it replaces.
         Stmt::MicroKernelCall(call) => (call.m * call.n * call.kc).max(1) as u64,
+        // One function value per element, as the loop it came from.
+        Stmt::RowMathCall(call) => call.count.max(1) as u64,
         Stmt::IfThenElse {
             then, otherwise, ..
         } => steps(then).max(otherwise.as_deref().map_or(0, steps)),
@@ -59,7 +61,7 @@ pub fn mark_auto_unroll(s: &mut Stmt, max_steps: &HashMap<VarId, u32>) {
             }
         }
         Stmt::Allocate { body, .. } | Stmt::Let { body, .. } => mark_auto_unroll(body, max_steps),
-        Stmt::Store { .. } | Stmt::MicroKernelCall(_) => {}
+        Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => {}
     }
 }
 
@@ -138,7 +140,7 @@ pub fn map_children(s: Stmt, f: &mut dyn FnMut(Stmt) -> Stmt) -> Stmt {
             value,
             body: Box::new(f(*body)),
         },
-        leaf @ (Stmt::Store { .. } | Stmt::MicroKernelCall(_)) => leaf,
+        leaf @ (Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_)) => leaf,
     }
 }
 

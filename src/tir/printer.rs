@@ -66,6 +66,16 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
             writeln!(out, "{pad}let {} = {value}", var.name())?;
             write_stmt(out, f, body, depth)
         }
+        Stmt::RowMathCall(call) => {
+            let name = &f.buffers[call.buffer].name;
+            writeln!(
+                out,
+                "{pad}{name}[0..{n}] = {}({name}[0..{n}])  // row primitive {}",
+                call.function.name(),
+                call.primitive(),
+                n = call.count
+            )
+        }
         Stmt::MicroKernelCall(call) => {
             let operand = |o: &super::ir::MicroKernelOperand| {
                 format!(

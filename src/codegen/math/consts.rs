@@ -5,12 +5,10 @@
 //! `f32` intrinsics reuse the same kernels on a splatted vector, so the two
 //! paths give bit-identical results.
 
+use crate::runtime::row_math::constants::SIGN_BIT;
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{ConstantData, InstBuilder, MemFlagsData, Value, types};
 use cranelift_frontend::FunctionBuilder;
-
-/// Bit pattern of the sign of an `f32`.
-const SIGN_BIT: u32 = 0x8000_0000;
 
 /// A 16-byte constant with `lane` repeated four times, as a `vconst` of type
 /// `ty` (on x86 a load from the function's constant pool).

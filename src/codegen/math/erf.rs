@@ -6,28 +6,9 @@ use cranelift_frontend::FunctionBuilder;
 
 use super::consts::{abs, clamp_above, f32s, horner, mask, select, with_sign_of};
 use super::exp_log::exp_f32x4;
-
-/// Below or at this |x| the odd polynomial is used, above it 1 − exp(…).
-const ERF_SPLIT: f32 = 0.927_734_4; // 475/512
-/// Beyond this |x| erf rounds to ±1; clamping there keeps exp's argument
-/// above −20, away from the (slow) subnormal range.
-const ERF_CLAMP: f32 = 4.0;
-/// Small |x|: erf(x) ≈ x + x·s·P(s), s = x², coefficients highest first.
-const ERF_SMALL: [f32; 6] = [
-    -5.967_617e-4,
-    4.991_194_2e-3,
-    -2.676_813_5e-2,
-    1.128_199_25e-1,
-    -3.761_253_4e-1,
-    1.283_791_7e-1,
-];
-/// Large |x| = t: erf(t) = 1 − exp(R(t)), R of degree 8 with R(t) ≈ −t² …;
-/// evaluated as ((A(t)·s + B(t))·t + C3)·t + C2)·t + C1)·t − t.
-const ERF_LARGE_A: [f32; 2] = [-1.728_534_7e-5, 3.831_971_3e-4];
-/// See [`ERF_LARGE_A`].
-const ERF_LARGE_B: [f32; 2] = [-3.883_964_4e-3, 2.425_462_2e-2];
-/// See [`ERF_LARGE_A`].
-const ERF_LARGE_C: [f32; 3] = [-1.067_778_8e-1, -6.348_467e-1, -1.287_175_1e-1];
+use crate::runtime::row_math::constants::{
+    ERF_CLAMP, ERF_LARGE_A, ERF_LARGE_B, ERF_LARGE_C, ERF_SMALL, ERF_SPLIT,
+};
 
 /// The error function per lane of an `f32x4`.
 ///

@@ -6,29 +6,10 @@ use cranelift_codegen::ir::{InstBuilder, Value, types};
 use cranelift_frontend::FunctionBuilder;
 
 use super::consts::{clamp_above, f32s, from_bits, horner, i32s, mask, select, to_bits};
-
-/// Inputs above this overflow to +inf (ln(f32::MAX) ≈ 88.7228).
-const EXP_HI: f32 = 89.0;
-/// Inputs below this underflow to 0 (exp(-104) < half the smallest subnormal).
-const EXP_LO: f32 = -104.0;
-/// log2(e).
-const LOG2_E: f32 = std::f32::consts::LOG2_E;
-/// ln 2 rounded to f32 ...
-const LN2_HI: f32 = std::f32::consts::LN_2;
-/// ... and the rest of ln 2.
-const LN2_LO: f32 = (std::f64::consts::LN_2 - LN2_HI as f64) as f32;
-/// 1.5·2^23: adding it rounds a float of magnitude < 2^22 to an integer that
-/// then sits in the low mantissa bits.
-const ROUND_SHIFTER: f32 = 12_582_912.0;
-/// Cephes `expf` polynomial: exp(r) ≈ 1 + r + r²·P(r) on |r| ≤ ln2/2.
-const EXP_POLY: [f32; 6] = [
-    1.987_569_1e-4,
-    1.398_199_9e-3,
-    8.333_452e-3,
-    4.166_579_6e-2,
-    1.666_666_6e-1,
-    0.5,
-];
+use crate::runtime::row_math::constants::{
+    EXP_HI, EXP_LO, EXP_POLY, LN2_HI, LN2_LO, LOG_C1, LOG_C2, LOG_POLY, LOG2_E, MIN_NORMAL,
+    ROUND_SHIFTER, SQRT_HALF, TWO_POW_23,
+};
 
 /// `e^x` per lane of an `f32x4`.
 ///
@@ -102,29 +83,6 @@ fn pow2(builder: &mut FunctionBuilder<'_>, k: Value) -> Value {
     let bits = builder.ins().ishl_imm_u(biased, 23);
     from_bits(builder, bits)
 }
-
-/// The smallest normal f32 (2^-126).
-const MIN_NORMAL: f32 = f32::MIN_POSITIVE;
-/// 2^23: scales a subnormal into the normal range.
-const TWO_POW_23: f32 = 8_388_608.0;
-/// sqrt(1/2): the mantissa m is kept in [sqrt(1/2), sqrt(2)).
-const SQRT_HALF: f32 = std::f32::consts::FRAC_1_SQRT_2;
-/// Cephes `logf` polynomial: log(1+m) ≈ m − m²/2 + m³·P(m).
-const LOG_POLY: [f32; 9] = [
-    7.037_683_6e-2,
-    -1.151_461e-1,
-    1.167_699_84e-1,
-    -1.242_014_1e-1,
-    1.424_932_3e-1,
-    -1.666_805_7e-1,
-    2.000_071_4e-1,
-    -2.499_999_4e-1,
-    3.333_333e-1,
-];
-/// ln 2 = LOG_C2 + LOG_C1 (LOG_C2 has few bits so e·LOG_C2 is exact).
-const LOG_C1: f32 = -2.121_944_4e-4;
-/// See [`LOG_C1`].
-const LOG_C2: f32 = 0.693_359_4; // 355/512 exactly
 
 /// Natural logarithm per lane of an `f32x4`.
 ///

@@ -7,17 +7,7 @@ use cranelift_frontend::FunctionBuilder;
 
 use super::consts::{abs, f32s, horner, mask, select, with_sign_of};
 use super::exp_log::exp_f32x4;
-
-/// Below this |x|, tanh uses the odd polynomial; above, the exp formula.
-const TANH_SMALL: f32 = 0.625;
-/// Cephes `tanhf` polynomial: tanh(x) ≈ x + x³·P(x²) on |x| < 0.625.
-const TANH_POLY: [f32; 5] = [
-    -5.704_988_7e-3,
-    2.063_908_8e-2,
-    -5.373_971_5e-2,
-    1.333_144_2e-1,
-    -3.333_328e-1,
-];
+use crate::runtime::row_math::constants::{TANH_POLY, TANH_SMALL};
 
 /// Hyperbolic tangent per lane of an `f32x4`.
 ///

@@ -6,6 +6,7 @@
 //! `cargo test --release --lib codegen::math::tests::exhaustive -- --ignored --nocapture`).
 
 mod harness;
+mod row_primitives;
 mod throughput;
 
 use cranelift_codegen::ir::types;

@@ -121,7 +121,7 @@ pub(crate) fn allocations(s: &Stmt, in_parallel: bool, out: &mut Vec<(BufferId, 
                 allocations(o, in_parallel, out);
             }
         }
-        Stmt::Store { .. } | Stmt::MicroKernelCall(_) => {}
+        Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => {}
     }
 }
 
@@ -179,6 +179,8 @@ fn promotable(body: &Stmt, buffer: BufferId, handle: &Tensor, in_parallel: bool)
         Stmt::MicroKernelCall(call) if call.operands().iter().any(|o| o.buffer == buffer) => {
             stores_ok = false
         }
+        // So does a row primitive.
+        Stmt::RowMathCall(call) if call.buffer == buffer => stores_ok = false,
         _ => {}
     });
     body.visit_exprs(&mut check_reads);

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use crate::runtime::micro_kernels::{self, Isa};
 use crate::te::{Expr, ExprKind, IterKind, TensorId, Var};
-use crate::tir::{ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PrimFunc, Stmt};
+use crate::tir::{
+    ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PrimFunc, RowMathCall, Stmt,
+};
 
 use super::access::{AccessFeatures, AccessKind, LoopInfo, analyse, flat_offset};
 use super::ops::OpCounts;
@@ -184,7 +186,29 @@ impl Walker<'_> {
                 value,
             } => self.store(*buffer, indices, value),
             Stmt::MicroKernelCall(call) => self.micro_kernel_call(call),
+            Stmt::RowMathCall(call) => self.row_math_call(call),
         }
+    }
+
+    /// A row-primitive call described as the loop it replaces:
+    /// `for r in 0..count vectorized { T[r] = f(T[r]) }`.
+    fn row_math_call(&mut self, call: &RowMathCall) {
+        let r = Var::new("row_math.j", call.count, IterKind::Spatial);
+        self.loops.push(LoopCtx {
+            info: LoopInfo {
+                var: r.id(),
+                extent: call.count as f64,
+            },
+            kind: ForKind::Vectorized,
+        });
+        let handle = &self.func.buffers[call.buffer].handle;
+        let index = vec![r.expr()];
+        let value = Expr::new(
+            crate::te::DType::F32,
+            crate::te::ExprKind::Call(call.function, vec![handle.at(index.clone())]),
+        );
+        self.store(call.buffer, &index, &value);
+        self.loops.pop();
     }
 
     /// A micro-kernel call described as the loop nest it replaces: m and k

@@ -2,6 +2,7 @@
 //! tiles whose factors annotation samples, and the sites where annotation
 //! decides parallel loops, vectorization and unrolling.
 
+use crate::runtime::micro_kernels::Isa;
 use crate::schedule::Step;
 
 /// One step of a sketch: fixed, or a split whose factors annotation chooses.
@@ -81,6 +82,10 @@ pub struct AnnotationSite {
     /// enough to live in registers: register promotion needs every access
     /// to the tile at a constant index.
     pub unroll_tile: bool,
+    /// The row-math ISAs annotation may run the stage's transcendental
+    /// calls with (a `row_math` step on its vectorised innermost loop);
+    /// empty where the stage calls none or the target allows none.
+    pub row_math: Vec<Isa>,
 }
 
 /// A schedule with its numbers left open.
@@ -153,6 +158,7 @@ pub(super) fn site(stage: &str, parallel: bool, vectorize: bool, unroll: bool) -
         vectorize,
         unroll,
         unroll_tile: false,
+        row_math: Vec::new(),
     }
 }
 

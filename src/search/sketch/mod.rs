@@ -15,6 +15,7 @@ mod combine;
 mod definition;
 mod inline;
 mod rfactor;
+mod row_math;
 mod simple;
 mod stage;
 mod tensorize;
@@ -238,5 +239,9 @@ pub fn generate_sketches(dag: &ComputeDag, target: &Target) -> Vec<Sketch> {
             variants.clear();
         }
     }
-    combine::combine(per_stage)
+    let mut sketches = combine::combine(per_stage);
+    for sketch in &mut sketches {
+        row_math::mark_row_math_sites(sketch, dag, target);
+    }
+    sketches
 }

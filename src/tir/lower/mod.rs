@@ -6,6 +6,7 @@ mod bound;
 mod emit;
 mod layout;
 mod pipeline;
+mod row_math;
 mod tensorize;
 
 use std::collections::{HashMap, HashSet};
@@ -33,6 +34,14 @@ pub enum LowerError {
         /// The stage.
         stage: String,
         /// What does not match, and how to fix it.
+        reason: String,
+    },
+    /// A `row_math` loop that cannot be fissioned.
+    #[error("cannot use row math in stage '{stage}': {reason}")]
+    RowMath {
+        /// The stage.
+        stage: String,
+        /// What does not fit, and how to fix it.
         reason: String,
     },
 }

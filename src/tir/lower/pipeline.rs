@@ -82,6 +82,11 @@ pub const LOWERING_PASSES: &[Pass] = &[
         |cx| cx.emit_body(),
     ),
     Pass::schedule(
+        "row_math",
+        "row_math loops fissioned: transcendental arguments into a scratch row, one row-primitive call, the rest of the body",
+        |cx| cx.row_math_loops(),
+    ),
+    Pass::schedule(
         "auto_unroll",
         "serial loops of stages with auto_unroll_max_step whose nest is that short become unrolled",
         |cx| {
@@ -185,6 +190,7 @@ mod tests {
             [
                 "bound_inference",
                 "emit",
+                "row_math",
                 "auto_unroll",
                 "remove_unit_loops",
                 "simplify",
