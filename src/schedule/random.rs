@@ -184,7 +184,12 @@ pub fn propose<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
     let step = match rng.random_range(0..100) {
         // Row math takes part of split's share where a stage computes a
         // transcendental (elsewhere the draws are as they were without it).
-        draw @ 0..30 if draw >= 22 && let Some(step) = propose_row_math(state, rng) => step,
+        draw @ 0..30
+            if draw >= 22
+                && let Some(step) = propose_row_math(state, rng) =>
+        {
+            step
+        }
         0..30 => {
             let id = stage.leaf_named(&leaf)?;
             let extent = stage.iters[id].extent.max(1);
