@@ -145,6 +145,7 @@ fn a_reduction_computed_in_its_consumers_row_loop_matches_the_reference() {
     let state = replay(
         &dag,
         r#"[{"kind": "compute_at", "stage": "row_max", "target": "exp", "iter": "i0"},
+            {"kind": "compute_at", "stage": "row_inv", "target": "softmax", "iter": "i0"},
             {"kind": "compute_at", "stage": "row_sum", "target": "softmax", "iter": "i0"},
             {"kind": "annotate", "stage": "row_max", "iter": "k", "annotation": "vectorize"},
             {"kind": "annotate", "stage": "row_sum", "iter": "k", "annotation": "vectorize"},
