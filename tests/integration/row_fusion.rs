@@ -13,8 +13,10 @@ use common::{assert_close, build, random_inputs, reduction_length, reference};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tessera::codegen::{self, CodegenOptions};
+use tessera::runtime::Target;
 use tessera::schedule::random::random_schedule;
 use tessera::schedule::{ComputeAt, State, Step, steps_from_json};
+use tessera::search::{generate_sketches, materialize, random_decisions};
 use tessera::te::{ComputeDag, DType, ExprKind, TensorId, compute, placeholder};
 use tessera::tir::{self, PrimFunc, Stmt};
 
@@ -333,4 +335,40 @@ fn random_step_lists_never_compute_a_producer_after_a_reader() {
         multi >= 5,
         "only {multi} multi-consumer placements were drawn"
     );
+}
+
+#[test]
+fn random_fills_of_every_sketch_with_the_row_fused_ones_match_the_reference() {
+    let target = Target::from_env();
+    let mut fused = 0;
+    for (op, params) in [
+        ("softmax", vec![("M", 5), ("N", 37)]),
+        ("softmax", vec![("M", 3), ("N", 70)]),
+        ("layer_norm", vec![("M", 3), ("N", 41)]),
+        ("layer_norm", vec![("M", 2), ("N", 7)]),
+        ("norm", vec![("B", 2), ("M", 3), ("N", 19)]),
+    ] {
+        let dag = build(op, &params);
+        for sketch in generate_sketches(&dag, &target) {
+            let is_fused = sketch.name.contains("row_fusion");
+            for seed in 0..3 {
+                let mut rng = StdRng::seed_from_u64(seed);
+                let decisions = random_decisions(&sketch, &mut rng);
+                let label = format!("{op} {params:?} [{}] {decisions:?}", sketch.name);
+                let state = materialize(&dag, &sketch, &decisions)
+                    .unwrap_or_else(|e| panic!("{label}: {e}"));
+                let func = check(&label, &dag, &state);
+                if is_fused {
+                    fused += 1;
+                    // One row of each member at a time.
+                    for member in ["exp", "mean", "variance"] {
+                        if let Some(b) = func.buffers.iter().find(|b| b.name == member) {
+                            assert_eq!(b.shape[0], 1, "{label}\n{func}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(fused >= 24, "only {fused} row-fused schedules");
 }

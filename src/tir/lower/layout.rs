@@ -179,15 +179,30 @@ impl Lowering<'_> {
         let (consumer_stage, consumer_layout) = (&stages[consumer], &self.layouts[consumer]);
         let rule = consumer_stage.compute.as_ref()?;
         let mut map: HashMap<VarId, Expr> = HashMap::new();
-        for (d, v) in rule.axes.iter().enumerate() {
-            map.insert(v.id(), consumer_layout.global(d));
-        }
-        if let Some(r) = rule.reduction() {
-            for (n, v) in r.axes.iter().enumerate() {
-                if let Some(root) = consumer_layout.roots.get(rule.axes.len() + n) {
-                    map.insert(v.id(), root.clone());
-                }
-            }
+        let mut inner: HashSet<VarId> = HashSet::new();
+        // A consumer computed inside the loop runs all its loops there, so
+        // each root axis takes exactly the values of its domain: a fresh
+        // variable over it (split factors past the domain are guarded off).
+        // The host's own loops outside the loop are fixed: its roots as they are.
+        let whole_domain = consumer != host;
+        let axes = rule
+            .axes
+            .iter()
+            .chain(rule.reduction().map(|r| r.axes.as_slice()).unwrap_or(&[]));
+        for (d, v) in axes.enumerate() {
+            let position = if whole_domain {
+                let extent = *consumer_layout.domain.get(d)?;
+                let fresh = Var::new(format!("{}.{d}", consumer_stage.name), extent, v.kind());
+                inner.insert(fresh.id());
+                fresh.expr()
+            } else {
+                consumer_layout.roots.get(d)?.clone()
+            };
+            let position = match consumer_layout.offsets.get(d) {
+                Some(o) if d < rule.axes.len() && o.as_int() != Some(0) => o + &position,
+                _ => position,
+            };
+            map.insert(v.id(), position);
         }
         let mut reads: Vec<Vec<Expr>> = Vec::new();
         self.expand_inline(&rule.body).visit(&mut |e| {
@@ -197,7 +212,6 @@ impl Lowering<'_> {
                 reads.push(idx.iter().map(|i| i.substitute(&map)).collect());
             }
         });
-        let mut inner: HashSet<VarId> = HashSet::new();
         let mut stage = consumer;
         while stage != host {
             inner.extend(self.layouts[stage].leaf_vars.values().map(Var::id));
