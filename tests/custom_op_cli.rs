@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::{Command, ExitCode, Output};
 
 use common::{Scratch, assert_close, random_inputs, reduction_length, reference};
-use ops::{attention_scores, dense_relu, shape_text};
+use ops::{attention_scores, dense_relu, rms_norm, shape_text};
 use tessera::deploy::{KernelSource, Library};
 use tessera::te::{ComputeDag, HostTensor};
 
@@ -57,6 +57,10 @@ const TESTS: &[Test] = &[
     Test {
         name: "ort_rows_of_custom_ops_match_their_dags",
         run: ort_rows_of_custom_ops_match_their_dags,
+    },
+    Test {
+        name: "every_sketch_of_rms_norm_with_its_row_fused_one_matches_the_reference",
+        run: every_sketch_of_rms_norm_with_its_row_fused_one_matches_the_reference,
     },
 ];
 
@@ -318,4 +322,44 @@ fn ort_rows_of_custom_ops_match_their_dags() {
             panic!("{}: {e}", row.name);
         }
     }
+}
+
+/// The example's rms_norm (`op!`), at shapes whose rows are no multiple of
+/// the vector width: random fills of every sketch, the row-fused one (the
+/// sum of squares and the per-row reciprocal inside the output's row loop)
+/// among them, through the IR interpreter and the JIT against the reference.
+fn every_sketch_of_rms_norm_with_its_row_fused_one_matches_the_reference() {
+    use rand::SeedableRng;
+    use tessera::codegen::{self, CodegenOptions};
+    use tessera::runtime::Target;
+    use tessera::search::{generate_sketches, materialize, random_decisions};
+
+    let target = Target::from_env();
+    let mut fused = 0;
+    for shape in [[5, 37], [3, 70], [2, 7]] {
+        let dag = rms_norm::dag(&shape).expect("builds");
+        let inputs = random_inputs(&dag, 3);
+        let want = reference(&dag, &inputs);
+        for sketch in generate_sketches(&dag, &target) {
+            fused += usize::from(sketch.name.contains("out:row_fusion(rstd,sum_sq)"));
+            for seed in 0..3 {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+                let decisions = random_decisions(&sketch, &mut rng);
+                let label = format!("rms_norm {shape:?} [{}] {decisions:?}", sketch.name);
+                let state = materialize(&dag, &sketch, &decisions)
+                    .unwrap_or_else(|e| panic!("{label}: {e}"));
+                let func = tessera::tir::lower(&state).unwrap_or_else(|e| panic!("{label}: {e}"));
+                let interpreted =
+                    tessera::tir::run(&func, &inputs).unwrap_or_else(|e| panic!("{label}: {e}"));
+                assert_close(&label, &interpreted, &want, reduction_length(&dag));
+                let kernel = codegen::compile(&func, &CodegenOptions::default())
+                    .unwrap_or_else(|e| panic!("{label}: compile: {e}"));
+                let got = kernel
+                    .run_host(&inputs)
+                    .unwrap_or_else(|e| panic!("{label}: run: {e}"));
+                assert_close(&label, &got, &want, reduction_length(&dag));
+            }
+        }
+    }
+    assert!(fused >= 3, "only {fused} row-fused sketches over 3 shapes");
 }

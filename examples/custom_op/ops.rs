@@ -22,12 +22,14 @@ tessera::op! {
 
 tessera::op! {
     /// Row normalisation (RMS norm without gain): each row of x divided by
-    /// the root of its mean square plus 1e-5. Memory-bound: two passes over
-    /// the row, one reduction; `bench/ort/` compares it with ONNX Runtime.
+    /// the root of its mean square plus 1e-5, as a multiplication by the
+    /// row's reciprocal. Memory-bound: two passes over the row, one
+    /// reduction; `bench/ort/` compares it with ONNX Runtime.
     #[defaults(M = 128, N = 1024)]
     pub fn rms_norm(x: f32[M, N]) -> f32[M, N] {
         sum_sq[i] = sum(k) x[i, k] * x[i, k];
-        out[i, j] = x[i, j] / sqrt(sum_sq[i] / (N as f32) + 1e-5)
+        rstd[i] = 1.0 / sqrt(sum_sq[i] / (N as f32) + 1e-5);
+        out[i, j] = x[i, j] * rstd[i]
     }
 }
 

@@ -26,8 +26,8 @@
 //! | `norm` | `B,M,N` | `A[B,M,N]` | `out[b] = sqrt(Σi,j A[b,i,j]²)` |
 //! | `max_pool2d` | `N,C,H,W,R,S,stride,pad` | `data[N,C,H,W]` | `out[n,c,y,x] = max over the window inside the input (dilation 1)` |
 //! | `avg_pool2d` | `N,C,H,W,R,S,stride,pad` | `data[N,C,H,W]` | `out[n,c,y,x] = (Σ window inside the input) / (R·S)` |
-//! | `softmax` | `M,N` | `x[M,N]` | `out[m,n] = exp(x[m,n] − maxⱼ x[m,j]) / Σⱼ exp(x[m,j] − maxⱼ′ x[m,j′])` |
-//! | `layer_norm` | `M,N` | `x[M,N], gamma[N], beta[N]` | `μ = Σx/N, σ² = Σ(x−μ)²/N per row; out = (x−μ)/sqrt(σ²+1e-5)·gamma[n] + beta[n]` |
+//! | `softmax` | `M,N` | `x[M,N]` | `e[m,n] = exp(x[m,n] − maxⱼ x[m,j])`; `row_inv[m] = 1 / Σⱼ e[m,j]`; `out[m,n] = e[m,n] · row_inv[m]` (one division per row) |
+//! | `layer_norm` | `M,N` | `x[M,N], gamma[N], beta[N]` | `μ = Σx/N, σ² = Σ(x−μ)²/N, rstd = 1/sqrt(σ²+1e-5) per row; out = (x−μ)·rstd·gamma[n] + beta[n]` (one sqrt and division per row) |
 //! | `relu` | `M,N` | `x[M,N]` | `max(x, 0)` |
 //! | `gelu` | `M,N` | `x[M,N]` | `0.5·x·(1 + erf(x/√2))` |
 //! | `bias_add` | `M,N` | `x[M,N], bias[N]` | `x[m,n] + bias[n]` |

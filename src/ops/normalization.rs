@@ -24,7 +24,7 @@ pub(crate) const NORM: OpSpec = OpSpec {
 
 pub(crate) const SOFTMAX: OpSpec = OpSpec {
     name: "softmax",
-    description: "softmax over the last axis of x[M,N] (max-subtracted)",
+    description: "softmax over the last axis of x[M,N] (max-subtracted; times 1/row sum)",
     params: ROWS,
     origin: super::registry::Origin::BuiltIn,
     build: build_softmax,
@@ -32,7 +32,7 @@ pub(crate) const SOFTMAX: OpSpec = OpSpec {
 
 pub(crate) const LAYER_NORM: OpSpec = OpSpec {
     name: "layer_norm",
-    description: "layer normalisation of x[M,N] over N, then * gamma[N] + beta[N] (eps 1e-5)",
+    description: "layer normalisation of x[M,N] over N (times 1/sqrt(variance + 1e-5) per row), then * gamma[N] + beta[N]",
     params: ROWS,
     origin: super::registry::Origin::BuiltIn,
     build: build_layer_norm,
@@ -62,8 +62,10 @@ fn build_softmax(p: &ShapeParams) -> Result<ComputeDag, OpError> {
     let row_sum = compute("row_sum", &[m], |ix| {
         sum(shifted_exp.at([&ix[0], &rs]), [&rs])
     });
+    // One division per row, one multiplication per element.
+    let row_inv = compute("row_inv", &[m], |ix| 1.0f32 / row_sum.at([&ix[0]]));
     let out = compute("softmax", &[m, n], |ix| {
-        shifted_exp.at([&ix[0], &ix[1]]) / row_sum.at([&ix[0]])
+        shifted_exp.at([&ix[0], &ix[1]]) * row_inv.at([&ix[0]])
     });
     ComputeDag::new(&[x], &[out]).map_err(dag_error("softmax"))
 }
@@ -81,10 +83,13 @@ fn build_layer_norm(p: &ShapeParams) -> Result<ComputeDag, OpError> {
         let d = x.at([&ix[0], &rv]) - mean.at([&ix[0]]);
         sum(&d * &d * inv_n, [&rv])
     });
+    // One square root and division per row, multiplications per element.
+    let rstd = compute("rstd", &[m], |ix| {
+        1.0f32 / sqrt(variance.at([&ix[0]]) + LAYER_NORM_EPS)
+    });
     let out = compute("layer_norm", &[m, n], |ix| {
         let centered = x.at([&ix[0], &ix[1]]) - mean.at([&ix[0]]);
-        centered / sqrt(variance.at([&ix[0]]) + LAYER_NORM_EPS) * gamma.at([&ix[1]])
-            + beta.at([&ix[1]])
+        centered * rstd.at([&ix[0]]) * gamma.at([&ix[1]]) + beta.at([&ix[1]])
     });
     ComputeDag::new(&[x, gamma, beta], &[out]).map_err(dag_error("layer_norm"))
 }

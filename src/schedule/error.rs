@@ -159,15 +159,19 @@ pub enum StepErrorKind {
         /// A stage computed at it.
         attached: String,
     },
-    /// compute_at into a stage that is not the producer's only consumer.
+    /// compute_at at a loop that not every consumer of the producer is
+    /// computed within.
     #[error(
-        "'{stage}' can only be computed at a loop of its single consumer, or of a stage that consumer is computed inside; it is read by {consumers}"
+        "'{stage}' can only be computed at a loop that each of its consumers is, or is computed inside (at that loop or deeper); it is read by {consumers}, and {outside}"
     )]
     NotTheConsumer {
         /// The producer.
         stage: String,
         /// Its consumers (after inlining), comma-separated.
         consumers: String,
+        /// The consumers not computed within the loop, and the loop: "x is
+        /// not inside 'host.iter'".
+        outside: String,
     },
     /// compute_at into an inlined stage.
     #[error("target '{target}' is inlined and has no loops")]

@@ -68,11 +68,16 @@ impl State {
             return false;
         };
         let mut current = stage;
-        while let ComputeAt::At {
-            stage: up,
-            iter: at,
-        } = self.stages[current].compute_at
-        {
+        // A step under validation may have made a cycle of placements; a
+        // walk longer than the stage count is in one and never reaches `host`.
+        for _ in 0..self.stages.len() {
+            let ComputeAt::At {
+                stage: up,
+                iter: at,
+            } = self.stages[current].compute_at
+            else {
+                return false;
+            };
             if up == host {
                 return position(host, at).is_some_and(|p| p >= limit);
             }
@@ -84,8 +89,10 @@ impl State {
     /// The invariants every state keeps; checked after each step.
     ///
     /// - A stage computed at a loop is computed at a current, non-vectorized
-    ///   loop of its single (effective) consumer, which is not inlined, or at
-    ///   a loop of a stage that consumer is computed inside (packing).
+    ///   loop of a stage that is not inlined, and every one of its
+    ///   (effective) consumers is that stage or is computed within that loop
+    ///   (at it or deeper, directly or through other stages): each iteration
+    ///   of the loop computes the region all of them read before they read it.
     /// - A vectorized loop is the innermost loop of its stage.
     pub(crate) fn check_invariants(&self) -> Result<(), StepErrorKind> {
         for (index, stage) in self.stages.iter().enumerate() {
@@ -97,22 +104,32 @@ impl State {
                     });
                 }
                 let consumers = self.effective_consumers(index);
-                let inside = match consumers.as_slice() {
-                    [c] => self.computed_within(*c, host, iter),
-                    _ => false,
-                };
-                if !inside {
-                    let names: Vec<&str> = consumers
-                        .iter()
-                        .map(|&c| self.stages[c].name.as_str())
-                        .collect();
+                let outside: Vec<usize> = consumers
+                    .iter()
+                    .copied()
+                    .filter(|&c| !self.computed_within(c, host, iter))
+                    .collect();
+                if host == index || consumers.is_empty() || !outside.is_empty() {
+                    let names = |list: &[usize]| -> Vec<&str> {
+                        list.iter().map(|&c| self.stages[c].name.as_str()).collect()
+                    };
+                    let who = match names(&outside).as_slice() {
+                        [] if host == index => format!("'{}' itself is", stage.name),
+                        [] => "none of them is".to_string(),
+                        [one] => format!("{one} is"),
+                        many => format!("{} are", many.join(", ")),
+                    };
                     return Err(StepErrorKind::NotTheConsumer {
                         stage: stage.name.clone(),
-                        consumers: if names.is_empty() {
+                        consumers: if consumers.is_empty() {
                             "no stage".into()
                         } else {
-                            names.join(", ")
+                            names(&consumers).join(", ")
                         },
+                        outside: format!(
+                            "{who} not inside '{}.{}'",
+                            host_stage.name, host_stage.iters[iter].name
+                        ),
                     });
                 }
                 if host_stage.iters[iter].annotation == Annotation::Vectorize {

@@ -233,11 +233,15 @@ pub fn propose<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
             }
         }
         63..75 => {
-            let mut hosts = state.effective_consumers(s);
-            if let [c] = hosts.as_slice()
-                && let ComputeAt::At { stage: up, .. } = stages[*c].compute_at
-            {
-                hosts.push(up);
+            // Its consumers, and the stages they are computed at.
+            let consumers = state.effective_consumers(s);
+            let mut hosts = consumers.clone();
+            for &c in &consumers {
+                if let ComputeAt::At { stage: up, .. } = stages[c].compute_at
+                    && !hosts.contains(&up)
+                {
+                    hosts.push(up);
+                }
             }
             let target = *pick(&hosts, rng)?;
             let t = &stages[target];

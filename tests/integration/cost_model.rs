@@ -395,8 +395,10 @@ mod shipped {
         "x86_64-amd-epyc-2c-avx512-ee0287f5d98b.model",
     ];
 
-    /// Workloads of the committed records (the quick suite).
-    const COMMITTED_WORKLOADS: usize = 24;
+    /// Workloads of the committed records (the quick suite's 24 but
+    /// softmax and layer_norm, whose records were taken out when those
+    /// operators were redefined; see tuning_logs/README.md).
+    const COMMITTED_WORKLOADS: usize = 22;
 
     /// Lowest mean (over workloads) pairwise accuracy a shipped model may
     /// have on the committed records. Measured: 0.828 (`pretrained.model`)

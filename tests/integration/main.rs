@@ -30,6 +30,7 @@ mod ort_harness;
 mod realtime;
 mod reductions;
 mod remeasure;
+mod row_fusion;
 mod row_math;
 mod schedule_equivalence;
 mod search;

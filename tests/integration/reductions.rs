@@ -79,19 +79,32 @@ fn normalisations_get_row_reductions_at_the_root_and_in_their_consumer() {
     assert!(
         softmax
             .iter()
-            .any(|n| n.contains("row_max:vector_reduce@exp")
-                && n.contains("row_sum:vector_reduce@softmax")),
+            .any(|n| n.contains("row_max:vector_reduce@exp")),
+        "{softmax:?}"
+    );
+    // row_sum is read by the per-row reciprocal, no longer by softmax
+    // itself: it joins softmax's row loop with the whole chain.
+    assert!(
+        softmax.iter().any(|n| n.contains("row_sum:vector_reduce ")
+            && n.contains("softmax:row_fusion(row_inv,row_sum,exp,row_max)")),
         "{softmax:?}"
     );
     assert!(
         softmax.iter().any(|n| n.contains("row_max:vector_reduce ")),
         "{softmax:?}"
     );
+    // The per-row reciprocal stays a stage of its own (not inlined per element).
+    assert!(
+        softmax.iter().all(|n| n.contains("row_inv:simple")),
+        "{softmax:?}"
+    );
     let layer_norm = names("layer_norm", &[("M", 128), ("N", 1024)]);
-    // The mean has two consumers: it stays at the root.
+    // The mean has two consumers: alone, it stays at the root; with the
+    // variance and rstd it joins layer_norm's row loop.
     assert!(
         layer_norm.iter().any(|n| n.contains("mean:vector_reduce ")
-            && n.contains("variance:vector_reduce@layer_norm")),
+            && n.contains("variance:vector_reduce ")
+            && n.contains("layer_norm:row_fusion(rstd,variance,mean)")),
         "{layer_norm:?}"
     );
     assert!(!layer_norm.iter().any(|n| n.contains("mean:vector_reduce@")));
@@ -145,6 +158,7 @@ fn a_reduction_computed_in_its_consumers_row_loop_matches_the_reference() {
     let state = replay(
         &dag,
         r#"[{"kind": "compute_at", "stage": "row_max", "target": "exp", "iter": "i0"},
+            {"kind": "compute_at", "stage": "row_inv", "target": "softmax", "iter": "i0"},
             {"kind": "compute_at", "stage": "row_sum", "target": "softmax", "iter": "i0"},
             {"kind": "annotate", "stage": "row_max", "iter": "k", "annotation": "vectorize"},
             {"kind": "annotate", "stage": "row_sum", "iter": "k", "annotation": "vectorize"},

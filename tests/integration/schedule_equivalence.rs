@@ -190,6 +190,7 @@ fn inline_and_compute_at_of_producers() {
         &steps(
             r#"[
             {"kind": "compute_at", "stage": "row_max", "target": "exp", "iter": "i0"},
+            {"kind": "compute_at", "stage": "row_inv", "target": "softmax", "iter": "i0"},
             {"kind": "compute_at", "stage": "row_sum", "target": "softmax", "iter": "i0"}
         ]"#,
         ),

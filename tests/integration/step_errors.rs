@@ -195,7 +195,7 @@ fn placement_rules() {
         r#"[{"kind": "compute_at", "stage": "dense", "target": "relu", "iter": "i0"}]"#,
     );
     assert!(k.to_string().contains(
-        "'dense' can only be computed at a loop of its single consumer, or of a stage that consumer is computed inside; it is read by bias_add"
+        "'dense' can only be computed at a loop that each of its consumers is, or is computed inside (at that loop or deeper); it is read by bias_add, and bias_add is not inside 'relu.i0'"
     ));
     let k = failing(
         &dense,

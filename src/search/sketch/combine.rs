@@ -22,15 +22,20 @@ pub(super) fn combine(per_stage: Vec<Vec<Variant>>) -> Vec<Sketch> {
         .filter(|variant| variant.kind == VariantKind::Inline)
         .map(|variant| variant.stage.clone())
         .collect();
+    // A stage is placed once: a variant computing a stage somewhere (row
+    // fusion) is not combined with another that already placed it.
     let conflicts = |sketch: &Sketch, steps: &[SketchStep]| {
-        steps.iter().any(|step| {
-            let SketchStep::Fixed(Step::ComputeRoot { stage }) = step else {
-                return false;
-            };
-            optional_inlines.contains(stage)
-                && sketch.steps.iter().any(|s| {
-                    matches!(s, SketchStep::Fixed(Step::ComputeInline { stage: x }) if x == stage)
-                })
+        steps.iter().any(|step| match step {
+            SketchStep::Fixed(Step::ComputeRoot { stage }) => {
+                optional_inlines.contains(stage)
+                    && sketch.steps.iter().any(|s| {
+                        matches!(s, SketchStep::Fixed(Step::ComputeInline { stage: x }) if x == stage)
+                    })
+            }
+            SketchStep::Fixed(Step::ComputeAt { stage, .. }) => sketch.steps.iter().any(|s| {
+                matches!(s, SketchStep::Fixed(Step::ComputeAt { stage: x, .. }) if x == stage)
+            }),
+            _ => false,
         })
     };
     // Inlining first, so that later steps see the final stage structure.

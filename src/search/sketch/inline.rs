@@ -2,7 +2,9 @@
 //! no math intrinsic is substituted into its consumers — always
 //! ([`AlwaysInline`]), or, for a padding stage, as one alternative
 //! ([`InlinePadding`]): inlined padding puts a select in the innermost
-//! loop, so the later rules also schedule it at the root.
+//! loop, so the later rules also schedule it at the root. A stage read
+//! across an axis of its consumer (a per-row reciprocal) is not inlined:
+//! it would be recomputed for every element of the row.
 
 use crate::runtime::Target;
 use crate::schedule::Step;
@@ -10,7 +12,8 @@ use crate::schedule::Step;
 use super::stage::Stage;
 use super::{Condition, SketchRule, SketchStep, Variant, VariantKind};
 
-/// Inlines an elementwise stage without a select, and nothing else.
+/// Inlines an elementwise stage without a select that is read once per
+/// element, and nothing else.
 pub(super) struct AlwaysInline;
 
 impl SketchRule for AlwaysInline {
@@ -19,7 +22,7 @@ impl SketchRule for AlwaysInline {
     }
 
     fn condition(&self, stage: &Stage) -> Condition {
-        Condition::ApplyAndSkipRest.when(stage.inlinable() && !stage.has_select())
+        Condition::ApplyAndSkipRest.when(stage.always_inlined())
     }
 
     fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {

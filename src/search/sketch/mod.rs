@@ -15,6 +15,7 @@ mod combine;
 mod definition;
 mod inline;
 mod rfactor;
+mod row_fusion;
 mod row_math;
 mod simple;
 mod stage;
@@ -35,6 +36,7 @@ use cache_write::{MultiLevelTilingWithCacheWrite, MultiLevelTilingWithPacking};
 use definition::{site, tile_consumer_site};
 use inline::{AlwaysInline, InlinePadding};
 use rfactor::Rfactor;
+use row_fusion::RowFusion;
 use simple::Simple;
 use stage::{Stage, stages_of};
 use tensorize::{Packing, Tensorize, TensorizeInto};
@@ -101,6 +103,9 @@ static RULES: &[&dyn SketchRule] = &[
     // A reduction along consecutive elements: that axis innermost, to be
     // vectorized lane-wise, at the root or in its consumer's row loop.
     &VectorReduce,
+    // The last stage of a row normalisation: also with its row reductions
+    // and per-row producers computed in its row loop, one row at a time.
+    &RowFusion,
     // Every stage left: at the root, innermost axis split for vectors.
     &Simple,
 ];
@@ -159,6 +164,12 @@ enum VariantKind {
         /// The consumer it is computed in, if not at the root.
         at: Option<String>,
     },
+    /// At the root, innermost axis split for vectorization, with the
+    /// stages `members` computed in its row loop.
+    RowFusion {
+        /// The stages computed there, consumers first.
+        members: Vec<String>,
+    },
     /// At the root, innermost axis split for vectorization.
     Simple,
 }
@@ -189,6 +200,9 @@ impl fmt::Display for VariantKind {
             VariantKind::VectorReduce { at: None } => write!(f, "vector_reduce"),
             VariantKind::VectorReduce { at: Some(consumer) } => {
                 write!(f, "vector_reduce@{consumer}")
+            }
+            VariantKind::RowFusion { members } => {
+                write!(f, "row_fusion({})", members.join(","))
             }
             VariantKind::Simple => write!(f, "simple"),
         }

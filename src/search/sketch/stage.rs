@@ -23,6 +23,22 @@ pub(super) struct Stage {
     /// the consumer's loop over the stage's last axis: the stage may be
     /// computed there, one row per iteration, while the row is in cache.
     pub row_consumer: Option<RowConsumer>,
+    /// Read by some consumer at indices that miss one of that consumer's
+    /// axes (`row_inv[i]` in `softmax[i, j]`): inlined, each element would
+    /// be computed once per element of the consumer instead of once.
+    pub broadcast: bool,
+    /// The stages this one may compute inside its row loop, one row per
+    /// iteration (see [`row_fusion_members`]).
+    pub row_fusion: Option<RowFusion>,
+}
+
+/// A chain of producers computed one row at a time inside a stage's row loop.
+pub(super) struct RowFusion {
+    /// The stage's loop over its last leading axis (not its innermost).
+    pub row_loop: String,
+    /// The producers, each before the stages it reads (consumers first:
+    /// the order in which compute_at is legal).
+    pub members: Vec<String>,
 }
 
 /// The consumer a stage may be computed in, one row at a time.
@@ -46,6 +62,12 @@ impl Stage {
     /// consumers may compute it in place (always, or as an alternative).
     pub fn inlinable(&self) -> bool {
         self.op.reduction().is_none() && !self.is_output && !calls_intrinsic(&self.op)
+    }
+
+    /// Inlinable, selecting nothing and read once per element it computes:
+    /// always inlined.
+    pub fn always_inlined(&self) -> bool {
+        self.inlinable() && !self.has_select() && !self.broadcast
     }
 
     /// Whether its body selects (padding): inlined, the select would run in
@@ -127,6 +149,8 @@ pub(super) fn stages_of(dag: &ComputeDag) -> Vec<Stage> {
                 is_output: dag.outputs().contains(&t),
                 fusible_consumer: None,
                 row_consumer: None,
+                broadcast: false,
+                row_fusion: None,
             })
         })
         .collect();
@@ -142,6 +166,14 @@ pub(super) fn stages_of(dag: &ComputeDag) -> Vec<Stage> {
                 .collect()
         })
         .collect();
+    for i in 0..stages.len() {
+        let broadcast = consumers[i].iter().any(|&c| {
+            reads_of(&stages[c].op)
+                .iter()
+                .any(|(t, idx)| *t == tensors[i] && misses_an_axis(&stages[c].op, idx))
+        });
+        stages[i].broadcast = broadcast;
+    }
     // Consumers through always-inlined stages: the effective readers of
     // each stage, and whether every link reads its producer elementwise.
     let effective_consumers = |i: usize| -> Vec<(usize, bool)> {
@@ -152,7 +184,7 @@ pub(super) fn stages_of(dag: &ComputeDag) -> Vec<Stage> {
             let identity = identity
                 && tensors[c].shape() == tensors[from].shape()
                 && reads_identity(&stages[c].op, &tensors[from]);
-            if stages[c].inlinable() && !stages[c].has_select() {
+            if stages[c].always_inlined() {
                 stack.extend(consumers[c].iter().map(|&n| (c, n, identity)));
             } else if !out.iter().any(|(o, _)| *o == c) {
                 out.push((c, identity));
@@ -183,7 +215,7 @@ pub(super) fn stages_of(dag: &ComputeDag) -> Vec<Stage> {
         .collect();
     let row_consumers: Vec<Option<RowConsumer>> = (0..stages.len())
         .map(|i| match effective_consumers(i).as_slice() {
-            [(c, _)] if !stages[*c].inlinable() && !stages[i].is_output => {
+            [(c, _)] if !stages[*c].always_inlined() && !stages[i].is_output => {
                 let rank = tensors[i].shape().len();
                 let axes = &stages[*c].op.axes;
                 (rank >= 1
@@ -201,20 +233,84 @@ pub(super) fn stages_of(dag: &ComputeDag) -> Vec<Stage> {
         stage.fusible_consumer = consumer;
         stage.row_consumer = row;
     }
+    let row_fusions: Vec<Option<RowFusion>> = (0..stages.len())
+        .map(|host| row_fusion_members(&stages, &tensors, &consumers, host))
+        .collect();
+    for (stage, fusion) in stages.iter_mut().zip(row_fusions) {
+        stage.row_fusion = fusion;
+    }
     stages
+}
+
+/// The producers stage `host` may compute inside its row loop (over its
+/// leading axes but the last, `R` of them), when they make a row
+/// normalisation: walking back from `host`, a stage joins when it is not
+/// inlined, not an output, reuses no data (no matrix product), has at least
+/// `R` axes, and every stage that reads it is `host` or a member reading it
+/// at its own first `R` axes, in order — so one iteration of the row loop
+/// needs one row of it. At least two join, one a reduction over the row
+/// (`R` axes: `row_max`, `mean`); otherwise `None`.
+fn row_fusion_members(
+    stages: &[Stage],
+    tensors: &[Tensor],
+    consumers: &[Vec<usize>],
+    host: usize,
+) -> Option<RowFusion> {
+    let axes = &stages[host].op.axes;
+    if axes.len() < 2 || stages[host].always_inlined() {
+        return None;
+    }
+    let rows = axes.len() - 1;
+    let mut members: Vec<usize> = Vec::new();
+    for p in (0..host).rev() {
+        let stage = &stages[p];
+        let joins = !stage.is_output
+            && !stage.always_inlined()
+            && !stage.has_select()
+            && !stage.has_data_reuse()
+            && tensors[p].ndim() >= rows
+            && !consumers[p].is_empty()
+            && consumers[p].iter().all(|&c| {
+                (c == host || members.contains(&c))
+                    && reads_with_leading_axes(&stages[c].op, &tensors[p], rows, false)
+            });
+        if joins {
+            members.push(p);
+        }
+    }
+    let row_reduction = members
+        .iter()
+        .any(|&m| stages[m].op.reduction().is_some() && tensors[m].ndim() == rows);
+    (members.len() >= 2 && row_reduction).then(|| RowFusion {
+        row_loop: axes[rows - 1].name().to_string(),
+        members: members.iter().map(|&m| stages[m].name.clone()).collect(),
+    })
 }
 
 /// Whether every read of `producer` in `consumer` is at the consumer's
 /// first `rank` axes, in order.
 fn reads_leading_axes(consumer: &ComputeOp, producer: &Tensor, rank: usize) -> bool {
+    reads_with_leading_axes(consumer, producer, rank, true)
+}
+
+/// Whether every read of `producer` in `consumer` has the consumer's first
+/// `rank` axes as its first indices, in order (and no other index when
+/// `exactly`).
+fn reads_with_leading_axes(
+    consumer: &ComputeOp,
+    producer: &Tensor,
+    rank: usize,
+    exactly: bool,
+) -> bool {
     let reads: Vec<_> = reads_of(consumer)
         .into_iter()
         .filter(|(t, _)| t == producer)
         .collect();
     !reads.is_empty()
+        && consumer.axes.len() >= rank
         && reads.iter().all(|(_, idx)| {
-            idx.len() == rank
-                && idx
+            (idx.len() == rank || (!exactly && idx.len() > rank))
+                && idx[..rank]
                     .iter()
                     .zip(&consumer.axes)
                     .all(|(i, a)| matches!(i.kind(), ExprKind::Var(v) if v.id() == a.id()))

@@ -51,6 +51,7 @@ fn the_rules_are_tried_in_ansors_order() {
             "multi_level_tiling",
             "rfactor",
             "vector_reduce",
+            "row_fusion",
             "simple",
         ]
     );
@@ -321,4 +322,73 @@ fn gemm_shaped_stages_get_tensorized_sketches_with_and_without_packing() {
         .collect();
     assert!(!padded.is_empty());
     assert!(padded.iter().all(|s| s.name.starts_with("pad:simple ")));
+}
+
+/// The names of the sketches of `op` at `shape`.
+fn sketch_names(op: &str, shape: &str) -> Vec<String> {
+    sketches_of(op, shape).into_iter().map(|s| s.name).collect()
+}
+
+#[test]
+fn normalisations_get_one_row_fused_sketch_family_from_their_structure() {
+    let softmax = sketch_names("softmax", "M=128,N=1024");
+    let fused = "softmax:row_fusion(row_inv,row_sum,exp,row_max)";
+    let with_fusion: Vec<&String> = softmax.iter().filter(|n| n.contains(fused)).collect();
+    // row_max and row_sum each reduce lane-wise or not; never also placed
+    // in another consumer.
+    assert_eq!(with_fusion.len(), 4, "{softmax:?}");
+    assert!(
+        with_fusion.iter().all(|n| !n.contains("vector_reduce@")),
+        "{with_fusion:?}"
+    );
+    // The per-row reciprocal is not inlined into the row.
+    assert!(
+        softmax.iter().all(|n| !n.contains("row_inv:inline")),
+        "{softmax:?}"
+    );
+    let layer_norm = sketch_names("layer_norm", "M=128,N=1024");
+    assert!(
+        layer_norm
+            .iter()
+            .any(|n| n.contains("layer_norm:row_fusion(rstd,variance,mean)")),
+        "{layer_norm:?}"
+    );
+    // No row chain: a 2-norm per batch, a matrix product with its bias.
+    for (op, shape) in [
+        ("norm", "B=2,M=8,N=8"),
+        ("dense_bias_relu", "M=8,N=16,K=16"),
+    ] {
+        let names = sketch_names(op, shape);
+        assert!(
+            names.iter().all(|n| !n.contains("row_fusion")),
+            "{op}: {names:?}"
+        );
+    }
+}
+
+#[test]
+fn the_row_fused_sketch_places_consumers_first_at_the_row_loop() {
+    let sketch = sketches_of("layer_norm", "M=16,N=40")
+        .into_iter()
+        .find(|s| s.name.contains("row_fusion"))
+        .expect("a row-fused sketch");
+    let placed: Vec<(&str, &str, &str)> = fixed(&sketch)
+        .into_iter()
+        .filter_map(|step| match step {
+            Step::ComputeAt {
+                stage,
+                target,
+                iter,
+            } => Some((stage.as_str(), target.as_str(), iter.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            ("rstd", "layer_norm", "i0"),
+            ("variance", "layer_norm", "i0"),
+            ("mean", "layer_norm", "i0"),
+        ]
+    );
 }

@@ -129,6 +129,12 @@ impl Lowering<'_> {
 
     /// Statements to run at the top of loop `leaf` of stage `index`: the nests
     /// of the stages computed there, each inside its allocation.
+    ///
+    /// They run in stage order, which puts every producer before each stage
+    /// that reads it: stages are in topological order, and a stage `D`
+    /// computed there comes after everything computed inside it (the last of
+    /// those has all its consumers inside `D` or is read by `D`), so after
+    /// any producer that a stage inside `D` reads.
     fn wrap_attached(
         &mut self,
         index: usize,

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::schedule::{ComputeAt, IterId, derive_extents, derive_values};
-use crate::te::{Expr, ExprKind, Var, VarId};
+use crate::te::{Expr, ExprKind, Tensor, Var, VarId};
 
 use super::super::ir::{Buffer, BufferId, MemScope};
 use super::bound::dim_region;
@@ -113,50 +113,30 @@ impl Lowering<'_> {
     /// The region of stage `index` needed by one iteration of loop `iter` of
     /// `host`: per dimension an offset, the extents, and whether it is a region.
     ///
-    /// The reads come from the stage's consumer, which is `host` itself or a
-    /// stage computed (directly or through others) inside `iter`; every loop
-    /// inside `iter` — the host's inner loops and all loops of the stages in
-    /// between — ranges over its whole extent.
+    /// The reads come from the stage's consumers, each of which is `host`
+    /// itself or a stage computed (directly or through others) inside `iter`;
+    /// every loop inside `iter` — the host's inner loops and all loops of the
+    /// stages in between — ranges over its whole extent. The region is the
+    /// union of what all of them read.
     fn infer_region(&self, index: usize, host: usize, iter: IterId) -> (Vec<Expr>, Vec<i64>, bool) {
         let stages = self.state.stages();
         let producer = &stages[index].tensor;
         let full = producer.shape().to_vec();
         let whole = (vec![Expr::i64(0); full.len()], full.clone(), false);
-        let consumer = match self.state.effective_consumers(index).as_slice() {
-            [c] => *c,
-            _ => return whole,
-        };
-        let (consumer_stage, consumer_layout) = (&stages[consumer], &self.layouts[consumer]);
-        let Some(rule) = &consumer_stage.compute else {
+        let consumers = self.state.effective_consumers(index);
+        if consumers.is_empty() {
             return whole;
-        };
-        let mut map: HashMap<VarId, Expr> = HashMap::new();
-        for (d, v) in rule.axes.iter().enumerate() {
-            map.insert(v.id(), consumer_layout.global(d));
-        }
-        if let Some(r) = rule.reduction() {
-            for (n, v) in r.axes.iter().enumerate() {
-                if let Some(root) = consumer_layout.roots.get(rule.axes.len() + n) {
-                    map.insert(v.id(), root.clone());
-                }
-            }
         }
         let mut reads: Vec<Vec<Expr>> = Vec::new();
-        self.expand_inline(&rule.body).visit(&mut |e| {
-            if let ExprKind::Read(t, idx) = e.kind()
-                && t == producer
-            {
-                reads.push(idx.iter().map(|i| i.substitute(&map)).collect());
-            }
-        });
         let mut inner: HashSet<VarId> = HashSet::new();
-        let mut stage = consumer;
-        while stage != host {
-            inner.extend(self.layouts[stage].leaf_vars.values().map(Var::id));
-            match stages[stage].compute_at {
-                ComputeAt::At { stage: up, .. } => stage = up,
-                _ => return whole,
-            }
+        for consumer in consumers {
+            let Some((consumer_reads, consumer_inner)) =
+                self.reads_inside(producer, consumer, host)
+            else {
+                return whole;
+            };
+            reads.extend(consumer_reads);
+            inner.extend(consumer_inner);
         }
         let host_stage = &stages[host];
         let position = host_stage
@@ -183,5 +163,63 @@ impl Lowering<'_> {
             offsets = vec![Expr::i64(0); full.len()];
         }
         (offsets, extents, region)
+    }
+
+    /// The indices at which `consumer` reads `producer`, in terms of its loop
+    /// variables, and the variables of the loops between it and `host` (its
+    /// own and those of the stages it is computed inside, up to `host`);
+    /// `None` when it is not computed inside `host`.
+    fn reads_inside(
+        &self,
+        producer: &Tensor,
+        consumer: usize,
+        host: usize,
+    ) -> Option<(Vec<Vec<Expr>>, HashSet<VarId>)> {
+        let stages = self.state.stages();
+        let (consumer_stage, consumer_layout) = (&stages[consumer], &self.layouts[consumer]);
+        let rule = consumer_stage.compute.as_ref()?;
+        let mut map: HashMap<VarId, Expr> = HashMap::new();
+        let mut inner: HashSet<VarId> = HashSet::new();
+        // A consumer computed inside the loop runs all its loops there, so
+        // each root axis takes exactly the values of its domain: a fresh
+        // variable over it (split factors past the domain are guarded off).
+        // The host's own loops outside the loop are fixed: its roots as they are.
+        let whole_domain = consumer != host;
+        let axes = rule
+            .axes
+            .iter()
+            .chain(rule.reduction().map(|r| r.axes.as_slice()).unwrap_or(&[]));
+        for (d, v) in axes.enumerate() {
+            let position = if whole_domain {
+                let extent = *consumer_layout.domain.get(d)?;
+                let fresh = Var::new(format!("{}.{d}", consumer_stage.name), extent, v.kind());
+                inner.insert(fresh.id());
+                fresh.expr()
+            } else {
+                consumer_layout.roots.get(d)?.clone()
+            };
+            let position = match consumer_layout.offsets.get(d) {
+                Some(o) if d < rule.axes.len() && o.as_int() != Some(0) => o + &position,
+                _ => position,
+            };
+            map.insert(v.id(), position);
+        }
+        let mut reads: Vec<Vec<Expr>> = Vec::new();
+        self.expand_inline(&rule.body).visit(&mut |e| {
+            if let ExprKind::Read(t, idx) = e.kind()
+                && t == producer
+            {
+                reads.push(idx.iter().map(|i| i.substitute(&map)).collect());
+            }
+        });
+        let mut stage = consumer;
+        while stage != host {
+            inner.extend(self.layouts[stage].leaf_vars.values().map(Var::id));
+            match stages[stage].compute_at {
+                ComputeAt::At { stage: up, .. } => stage = up,
+                _ => return None,
+            }
+        }
+        Some((reads, inner))
     }
 }
