@@ -69,28 +69,34 @@ fn odd_cases() -> Vec<(&'static str, Vec<(&'static str, i64)>)> {
     cases
 }
 
+/// Three random fills of every sketch of `dag`, checked; returns how many
+/// loops code generation runs as vectors.
+fn check_random_fills(label: &str, dag: &ComputeDag) -> usize {
+    let mut vector_loops = 0;
+    for sketch in generate_sketches(dag, &Target::from_env()) {
+        for seed in 0..3 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let decisions = random_decisions(&sketch, &mut rng);
+            let label = format!("{label} [{}] {decisions:?}", sketch.name);
+            let state =
+                materialize(dag, &sketch, &decisions).unwrap_or_else(|e| panic!("{label}: {e}"));
+            check(&label, dag, &state);
+            let func = tir::lower(&state).unwrap_or_else(|e| panic!("{label}: {e}"));
+            vector_loops += codegen::decisions(&func)
+                .vector_loops
+                .iter()
+                .filter(|l| l.plan.is_some())
+                .count();
+        }
+    }
+    vector_loops
+}
+
 #[test]
 fn random_fills_of_every_window_sketch_match_the_reference() {
-    let target = Target::from_env();
     let mut vector_loops = 0;
     for (op, params) in odd_cases() {
-        let dag = build(op, &params);
-        for sketch in generate_sketches(&dag, &target) {
-            for seed in 0..3 {
-                let mut rng = StdRng::seed_from_u64(seed);
-                let decisions = random_decisions(&sketch, &mut rng);
-                let label = format!("{op} {params:?} [{}] {decisions:?}", sketch.name);
-                let state = materialize(&dag, &sketch, &decisions)
-                    .unwrap_or_else(|e| panic!("{label}: {e}"));
-                check(&label, &dag, &state);
-                let func = tir::lower(&state).unwrap_or_else(|e| panic!("{label}: {e}"));
-                vector_loops += codegen::decisions(&func)
-                    .vector_loops
-                    .iter()
-                    .filter(|l| l.plan.is_some())
-                    .count();
-            }
-        }
+        vector_loops += check_random_fills(&format!("{op} {params:?}"), &build(op, &params));
     }
     assert!(vector_loops >= 20, "only {vector_loops} vectorized loops");
 }
@@ -172,7 +178,6 @@ fn downsample(h: i64, w: i64) -> ComputeDag {
 
 #[test]
 fn stencils_vectorize_with_speculative_and_strided_loads() {
-    let target = Target::from_env();
     for (h, w) in [(5, 8), (4, 12), (3, 16)] {
         let dag = blur(h, w);
         let listing = check(
@@ -198,17 +203,8 @@ fn stencils_vectorize_with_speculative_and_strided_loads() {
             ),
         );
         assert!(listing.contains("shufps"), "downsample {h}x{w}:\n{listing}");
-        for dag in [blur(h, w), downsample(h, w)] {
-            for sketch in generate_sketches(&dag, &target) {
-                for seed in 0..3 {
-                    let mut rng = StdRng::seed_from_u64(seed);
-                    let decisions = random_decisions(&sketch, &mut rng);
-                    let label = format!("stencil {h}x{w} [{}] {decisions:?}", sketch.name);
-                    let state = materialize(&dag, &sketch, &decisions)
-                        .unwrap_or_else(|e| panic!("{label}: {e}"));
-                    check(&label, &dag, &state);
-                }
-            }
+        for (name, dag) in [("blur", blur(h, w)), ("downsample", downsample(h, w))] {
+            check_random_fills(&format!("{name} {h}x{w}"), &dag);
         }
     }
 }
