@@ -74,9 +74,11 @@ impl FnTranslator<'_, '_, '_> {
         }
         Ok(match cond.kind() {
             ExprKind::Binary(op @ (BinOp::And | BinOp::Or), a, b) => {
+                // As in scalar code, the right side may be evaluated where
+                // the left decides: its loads are speculative.
                 let (Some(x), Some(y)) = (
                     self.int_mask(a, lane, speculative, ty)?,
-                    self.int_mask(b, lane, speculative, ty)?,
+                    self.int_mask(b, lane, true, ty)?,
                 ) else {
                     return Ok(None);
                 };
