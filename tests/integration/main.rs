@@ -38,4 +38,5 @@ mod simplify_report;
 mod step_errors;
 mod suite;
 mod tensorize;
+mod window_ops;
 mod workload_key;

@@ -20,7 +20,7 @@ fn fold_int(op: BinOp, dtype: DType, a: i64, b: i64) -> Option<i64> {
     }
 }
 
-fn int_cc(op: CmpOp) -> IntCC {
+pub(crate) fn int_cc(op: CmpOp) -> IntCC {
     match op {
         CmpOp::Eq => IntCC::Equal,
         CmpOp::Ne => IntCC::NotEqual,

@@ -9,6 +9,8 @@ mod parallel;
 mod row_math_call;
 mod value;
 pub(crate) mod vector;
+mod vector_load;
+mod vector_mask;
 mod vector_reduce;
 
 use std::collections::HashMap;
@@ -17,6 +19,7 @@ use cranelift_codegen::ir::{AbiParam, FuncRef, InstBuilder, Type, Value, condcod
 use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::{FuncId, Linkage, Module};
 
+use crate::arith::Interval;
 use crate::te::{DType, TensorId, VarId};
 use crate::tir::{BufferId, ForKind, PrimFunc, Stmt};
 
@@ -154,6 +157,9 @@ pub(crate) struct FnTranslator<'a, 's, 'm> {
     pub in_parallel: bool,
     /// Heap blocks to free before returning.
     pub heap: Vec<Value>,
+    /// The values each loop variable of an enclosing loop takes (what
+    /// vector loads use to prove their range inside a buffer).
+    pub index_ranges: HashMap<VarId, Interval>,
 }
 
 impl<'a, 's, 'm> FnTranslator<'a, 's, 'm> {
@@ -169,6 +175,7 @@ impl<'a, 's, 'm> FnTranslator<'a, 's, 'm> {
             storage: HashMap::new(),
             in_parallel,
             heap: Vec::new(),
+            index_ranges: HashMap::new(),
         }
     }
 
@@ -199,23 +206,13 @@ impl<'a, 's, 'm> FnTranslator<'a, 's, 'm> {
                 extent,
                 kind,
                 body,
-            } => match kind {
-                ForKind::Unrolled => {
-                    for i in 0..*extent {
-                        self.env.insert(var.id(), Binding::Const(i));
-                        self.stmt(body)?;
-                    }
-                    self.env.remove(&var.id());
-                    Ok(())
+            } => {
+                if *kind != ForKind::Unrolled {
+                    self.index_ranges
+                        .insert(var.id(), Interval::new(0, extent - 1));
                 }
-                ForKind::Parallel if !self.in_parallel => self.parallel_loop(var, *extent, body),
-                ForKind::Vectorized => self.vector_loop(var, *extent, body),
-                _ => {
-                    let start = self.b.ins().iconst(types::I64, 0);
-                    let end = self.b.ins().iconst(types::I64, *extent);
-                    self.serial_loop(var.id(), start, end, body)
-                }
-            },
+                self.for_loop(var, *extent, *kind, body)
+            }
             Stmt::Allocate { buffer, body } => {
                 self.enter_allocation(*buffer);
                 self.stmt(body)
@@ -230,6 +227,33 @@ impl<'a, 's, 'm> FnTranslator<'a, 's, 'm> {
             }
             Stmt::MicroKernelCall(call) => self.micro_kernel_call(call),
             Stmt::RowMathCall(call) => self.row_math_call(call),
+        }
+    }
+
+    /// `for var in 0..extent { body }` run as `kind` says.
+    fn for_loop(
+        &mut self,
+        var: &crate::te::Var,
+        extent: i64,
+        kind: ForKind,
+        body: &Stmt,
+    ) -> Result<(), CodegenError> {
+        match kind {
+            ForKind::Unrolled => {
+                for i in 0..extent {
+                    self.env.insert(var.id(), Binding::Const(i));
+                    self.stmt(body)?;
+                }
+                self.env.remove(&var.id());
+                Ok(())
+            }
+            ForKind::Parallel if !self.in_parallel => self.parallel_loop(var, extent, body),
+            ForKind::Vectorized => self.vector_loop(var, extent, body),
+            _ => {
+                let start = self.b.ins().iconst(types::I64, 0);
+                let end = self.b.ins().iconst(types::I64, extent);
+                self.serial_loop(var.id(), start, end, body)
+            }
         }
     }
 

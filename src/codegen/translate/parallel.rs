@@ -3,7 +3,7 @@
 //! `tessera_parallel_for`. Buffers travel in a pointer table indexed by
 //! buffer id; loop variables the body uses travel in a value table.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use cranelift_codegen::ir::{
     AbiParam, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, types,
@@ -11,6 +11,7 @@ use cranelift_codegen::ir::{
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{Linkage, Module};
 
+use crate::arith::Interval;
 use crate::te::{ExprKind, Var, VarId};
 use crate::tir::Stmt;
 
@@ -100,6 +101,7 @@ impl FnTranslator<'_, '_, '_> {
             &known,
             &constants,
             &dynamic_ids,
+            &self.index_ranges,
         )?;
         let fref = self
             .imports
@@ -124,6 +126,7 @@ fn outline(
     buffers: &[usize],
     constants: &[(VarId, i64)],
     dynamic: &[VarId],
+    ranges: &HashMap<VarId, Interval>,
 ) -> Result<cranelift_module::FuncId, CodegenError> {
     shared.outlined += 1;
     let name = format!("{}_parallel{}", shared.prefix, shared.outlined);
@@ -159,6 +162,7 @@ fn outline(
                     .load(types::I64, MemFlagsData::trusted(), values, (k * 8) as i32);
             t.env.insert(*id, Binding::Value(x));
         }
+        t.index_ranges.clone_from(ranges);
         t.plan_allocations(body)?;
         t.serial_loop(var, begin, end, body)?;
         t.finish()?;

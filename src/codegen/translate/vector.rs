@@ -15,6 +15,8 @@
 
 use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Value, types};
 
+use crate::arith::Interval;
+
 use crate::arith::Affine;
 use crate::te::{BinOp, DType, Expr, ExprKind, Var, VarId};
 use crate::tir::{BufferId, Stmt};
@@ -168,6 +170,8 @@ impl FnTranslator<'_, '_, '_> {
             self.b.switch_to_block(body_block);
             let c = self.b.use_var(counter);
             let base = self.index_scale(Val::Dyn(c), lanes);
+            self.index_ranges
+                .insert(var.id(), Interval::new(0, (chunks - 1) * lanes));
             let lane = Lane {
                 var: var.id(),
                 lanes,
@@ -258,7 +262,7 @@ impl FnTranslator<'_, '_, '_> {
     }
 
     /// The flat index of `indices` in lane 0 and its step per lane.
-    fn lane_index(
+    pub(super) fn lane_index(
         &mut self,
         buffer: BufferId,
         indices: &[Expr],
@@ -325,7 +329,7 @@ impl FnTranslator<'_, '_, '_> {
     }
 
     /// `e` computed lane by lane (scalar code) into a vector.
-    fn per_lane(
+    pub(super) fn per_lane(
         &mut self,
         e: &Expr,
         lane: &Lane,
@@ -357,25 +361,9 @@ impl FnTranslator<'_, '_, '_> {
             return Ok(VVal::Uniform(self.expr(e, speculative)?));
         }
         let dtype = e.dtype();
-        let ty = group_type(dtype, lane.lanes);
         Ok(VVal::Vector(match e.kind() {
-            ExprKind::Read(handle, indices) if !speculative => {
-                let buffer = self.buffer_of(handle)?;
-                let (flat, step) = self.lane_index(buffer, indices, lane, false)?;
-                match (step, self.promoted_vector(buffer, flat, lane.lanes)) {
-                    (Some(1), Some(var)) => self.b.use_var(var),
-                    (Some(1), None) if !self.is_promoted(buffer) => {
-                        match self.storage.get(&buffer) {
-                            Some(super::memory::Storage::Memory(base)) => {
-                                let base = *base;
-                                let (addr, offset) = self.address(buffer, base, flat);
-                                self.b.ins().load(ty, MemFlagsData::trusted(), addr, offset)
-                            }
-                            _ => self.per_lane(e, lane, speculative)?,
-                        }
-                    }
-                    _ => self.per_lane(e, lane, speculative)?,
-                }
+            ExprKind::Read(handle, indices) => {
+                self.vector_read(e, handle, indices, lane, speculative)?
             }
             ExprKind::Binary(op, a, b) if dtype.is_float() => self
                 .vector_float_binary(*op, dtype, a, b, lane, speculative)?
@@ -461,9 +449,12 @@ impl FnTranslator<'_, '_, '_> {
         dtype: DType,
     ) -> Result<Option<Value>, CodegenError> {
         let ExprKind::Cmp(op, a, b) = cond.kind() else {
-            return Ok(None);
+            return self.lane_mask(cond, lane, speculative, dtype);
         };
         let operand = a.dtype();
+        if operand.is_int() {
+            return self.lane_mask(cond, lane, speculative, dtype);
+        }
         if !operand.is_float()
             || vector_lanes(operand) != lane.lanes
             || clif_type(operand) != clif_type(dtype)

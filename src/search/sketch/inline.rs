@@ -2,7 +2,8 @@
 //! no math intrinsic is substituted into its consumers — always
 //! ([`AlwaysInline`]), or, for a padding stage, as one alternative
 //! ([`InlinePadding`]): inlined padding puts a select in the innermost
-//! loop, so the later rules also schedule it at the root. A stage read
+//! loop, so the later rules also schedule it at the root, and
+//! [`PaddingAtConsumer`] inside its window consumer's loops. A stage read
 //! across an axis of its consumer (a per-row reciprocal) is not inlined:
 //! it would be recomputed for every element of the row.
 
@@ -10,7 +11,7 @@ use crate::runtime::Target;
 use crate::schedule::Step;
 
 use super::stage::Stage;
-use super::{Condition, SketchRule, SketchStep, Variant, VariantKind};
+use super::{Condition, SketchRule, SketchStep, Variant, VariantKind, site};
 
 /// Inlines an elementwise stage without a select that is read once per
 /// element, and nothing else.
@@ -44,6 +45,44 @@ impl SketchRule for InlinePadding {
 
     fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {
         vec![inline(stage)]
+    }
+}
+
+/// Computes a padding stage inside the loops of the consumer that reads it
+/// through a window: once per plane (no recomputation, the plane in cache
+/// when read) and once per output row (the window's rows, recomputed where
+/// windows overlap, in L1 when read).
+pub(super) struct PaddingAtConsumer;
+
+impl SketchRule for PaddingAtConsumer {
+    fn name(&self) -> &'static str {
+        "padding_at_consumer"
+    }
+
+    fn condition(&self, stage: &Stage) -> Condition {
+        Condition::Apply.when(stage.window_consumer.is_some())
+    }
+
+    fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {
+        let Some(consumer) = &stage.window_consumer else {
+            return Vec::new();
+        };
+        std::iter::once(&consumer.plane_loop)
+            .chain(&consumer.row_loop)
+            .map(|iter| Variant {
+                stage: stage.name.clone(),
+                kind: VariantKind::At {
+                    consumer: consumer.name.clone(),
+                    iter: iter.clone(),
+                },
+                steps: vec![SketchStep::Fixed(Step::ComputeAt {
+                    stage: stage.name.clone(),
+                    target: consumer.name.clone(),
+                    iter: iter.clone(),
+                })],
+                sites: vec![site(&stage.name, false, true, true)],
+            })
+            .collect()
     }
 }
 

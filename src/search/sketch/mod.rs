@@ -34,7 +34,7 @@ pub use definition::{AnnotationSite, Sketch, SketchStep, TileRole};
 
 use cache_write::{MultiLevelTilingWithCacheWrite, MultiLevelTilingWithPacking};
 use definition::{site, tile_consumer_site};
-use inline::{AlwaysInline, InlinePadding};
+use inline::{AlwaysInline, InlinePadding, PaddingAtConsumer};
 use rfactor::Rfactor;
 use row_fusion::RowFusion;
 use simple::Simple;
@@ -81,8 +81,10 @@ trait SketchRule: Sync {
 static RULES: &[&dyn SketchRule] = &[
     // Elementwise, no select: inlined, nothing else.
     &AlwaysInline,
-    // Padding: inlined, or computed at the root by a later rule.
+    // Padding: inlined, computed in its window consumer's plane or row
+    // loop, or at the root by a later rule.
     &InlinePadding,
+    &PaddingAtConsumer,
     // A reduction with data reuse whose only consumer is elementwise:
     // tiled inside the consumer's tiles, or tensorized there; nothing else.
     &MultiLevelTilingWithFusion,
@@ -172,6 +174,13 @@ enum VariantKind {
     },
     /// At the root, innermost axis split for vectorization.
     Simple,
+    /// Computed at loop `iter` of consumer `consumer`.
+    At {
+        /// The consumer.
+        consumer: String,
+        /// Its loop.
+        iter: String,
+    },
 }
 
 impl fmt::Display for VariantKind {
@@ -205,6 +214,7 @@ impl fmt::Display for VariantKind {
                 write!(f, "row_fusion({})", members.join(","))
             }
             VariantKind::Simple => write!(f, "simple"),
+            VariantKind::At { consumer, iter } => write!(f, "at({consumer}.{iter})"),
         }
     }
 }

@@ -30,6 +30,13 @@ pub(super) struct Stage {
     /// The stages this one may compute inside its row loop, one row per
     /// iteration (see [`row_fusion_members`]).
     pub row_fusion: Option<RowFusion>,
+    /// Its only effective consumer, when the stage is a padding (it
+    /// selects) that the consumer reads through a window: its leading
+    /// indices are the consumer's own leading axes, each later index uses
+    /// the consumer's axis of the same position (with reduction axes). The
+    /// stage may then be computed inside the consumer's loops, a plane or a
+    /// window of rows at a time, while those are in cache.
+    pub window_consumer: Option<WindowConsumer>,
 }
 
 /// A chain of producers computed one row at a time inside a stage's row loop.
@@ -39,6 +46,18 @@ pub(super) struct RowFusion {
     /// The producers, each before the stages it reads (consumers first:
     /// the order in which compute_at is legal).
     pub members: Vec<String>,
+}
+
+/// The consumer a padding stage may be computed in, part by part.
+pub(super) struct WindowConsumer {
+    /// Its name.
+    pub name: String,
+    /// Its loop over the last axis it reads the stage at directly (a plane:
+    /// the channel of an NCHW window).
+    pub plane_loop: String,
+    /// Its loop over the first windowed axis, when a windowed axis follows
+    /// it (the rows of a 2-D window).
+    pub row_loop: Option<String>,
 }
 
 /// The consumer a stage may be computed in, one row at a time.
@@ -151,6 +170,7 @@ pub(super) fn stages_of(dag: &ComputeDag) -> Vec<Stage> {
                 row_consumer: None,
                 broadcast: false,
                 row_fusion: None,
+                window_consumer: None,
             })
         })
         .collect();
@@ -229,9 +249,28 @@ pub(super) fn stages_of(dag: &ComputeDag) -> Vec<Stage> {
             _ => None,
         })
         .collect();
-    for ((stage, consumer), row) in stages.iter_mut().zip(fusible).zip(row_consumers) {
+    let window_consumers: Vec<Option<WindowConsumer>> = (0..stages.len())
+        .map(|i| match effective_consumers(i).as_slice() {
+            [(c, _)]
+                if stages[i].inlinable()
+                    && stages[i].has_select()
+                    && !stages[*c].inlinable()
+                    && !stages[*c].has_data_reuse() =>
+            {
+                window_consumer(&stages[*c], &tensors[i])
+            }
+            _ => None,
+        })
+        .collect();
+    for (((stage, consumer), row), window) in stages
+        .iter_mut()
+        .zip(fusible)
+        .zip(row_consumers)
+        .zip(window_consumers)
+    {
         stage.fusible_consumer = consumer;
         stage.row_consumer = row;
+        stage.window_consumer = window;
     }
     let row_fusions: Vec<Option<RowFusion>> = (0..stages.len())
         .map(|host| row_fusion_members(&stages, &tensors, &consumers, host))
@@ -315,6 +354,38 @@ fn reads_with_leading_axes(
                     .zip(&consumer.axes)
                     .all(|(i, a)| matches!(i.kind(), ExprKind::Var(v) if v.id() == a.id()))
         })
+}
+
+/// The loops of `consumer` to compute `producer` at, when every read of it
+/// is through a window (see [`Stage::window_consumer`]).
+fn window_consumer(consumer: &Stage, producer: &Tensor) -> Option<WindowConsumer> {
+    let axes = &consumer.op.axes;
+    let reads: Vec<_> = reads_of(&consumer.op)
+        .into_iter()
+        .filter(|(t, _)| t == producer)
+        .collect();
+    let direct = |idx: &[Expr]| {
+        idx.iter()
+            .zip(axes)
+            .take_while(|(i, a)| matches!(i.kind(), ExprKind::Var(v) if v.id() == a.id()))
+            .count()
+    };
+    let leading = reads.iter().map(|(_, idx)| direct(idx)).min()?;
+    let windowed = |idx: &[Expr]| {
+        idx.len() == axes.len()
+            && idx.iter().enumerate().skip(leading).all(|(d, i)| {
+                axes.iter()
+                    .enumerate()
+                    .all(|(a, axis)| uses(std::slice::from_ref(i), axis) == (a == d))
+            })
+    };
+    let through_window =
+        leading >= 1 && leading < axes.len() && reads.iter().all(|(_, idx)| windowed(idx));
+    through_window.then(|| WindowConsumer {
+        name: consumer.name.clone(),
+        plane_loop: axes[leading - 1].name().to_string(),
+        row_loop: (leading + 1 < axes.len()).then(|| axes[leading].name().to_string()),
+    })
 }
 
 /// Whether `op` is a float reduction whose innermost reduction axis, in

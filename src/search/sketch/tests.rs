@@ -43,6 +43,7 @@ fn the_rules_are_tried_in_ansors_order() {
         [
             "always_inline",
             "inline_padding",
+            "padding_at_consumer",
             "multi_level_tiling_with_fusion",
             "tensorize_into_fused_consumer",
             "multi_level_tiling_with_packing",
@@ -391,4 +392,34 @@ fn the_row_fused_sketch_places_consumers_first_at_the_row_loop() {
             ("mean", "layer_norm", "i0"),
         ]
     );
+#[test]
+fn padding_is_computed_in_its_window_consumers_plane_or_row_loop() {
+    let shape = "N=1,C=8,H=14,W=14,R=3,S=3,stride=2,pad=1";
+    let pad = stage_of("max_pool2d", shape, "pad");
+    let consumer = pad.window_consumer.as_ref().expect("a window consumer");
+    assert_eq!(consumer.name, "max_pool2d");
+    assert_eq!(consumer.plane_loop, "i1");
+    assert_eq!(consumer.row_loop.as_deref(), Some("i2"));
+    let names: Vec<String> = sketches_of("max_pool2d", shape)
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    for wanted in [
+        "pad:inline",
+        "pad:at(max_pool2d.i1)",
+        "pad:at(max_pool2d.i2)",
+        "pad:simple",
+    ] {
+        assert!(
+            names.iter().any(|n| n.contains(wanted)),
+            "{wanted} in {names:?}"
+        );
+    }
+    // A tiled consumer (data reuse: the weights) would move the attachment
+    // into its innermost tile; its padding stays inlined or at the root.
+    let depthwise = stage_of("depthwise_conv2d", "N=1,C=8,H=14,W=14,R=3,S=3", "pad");
+    assert!(depthwise.window_consumer.is_none());
+    // No padding stage, no window consumer.
+    let matmul = stages_of(&dag_of("matmul", "M=8,N=8,K=8"));
+    assert!(matmul.iter().all(|s| s.window_consumer.is_none()));
 }
