@@ -392,6 +392,8 @@ fn the_row_fused_sketch_places_consumers_first_at_the_row_loop() {
             ("mean", "layer_norm", "i0"),
         ]
     );
+}
+
 #[test]
 fn padding_is_computed_in_its_window_consumers_plane_or_row_loop() {
     let shape = "N=1,C=8,H=14,W=14,R=3,S=3,stride=2,pad=1";
