@@ -313,3 +313,25 @@ pub fn split_steps(factor: i64) -> Vec<tessera::schedule::Step> {
     ))
     .expect("valid")
 }
+
+/// Records `steps` for `task` on this host in a new database in `dir` (as a
+/// successful 10 µs measurement) and deploys it into `dir/schedules`:
+/// the artifact written.
+pub fn deploy_one_record(
+    dir: &std::path::Path,
+    task: &tessera::measure::Task,
+    steps: &[tessera::schedule::Step],
+) -> tessera::deploy::Artifact {
+    let mut db = tessera::db::TuningDb::open(&dir.join("tuning.db")).expect("db");
+    let result = ok_result(1e-5, 1.8e9);
+    db.record_batch(task, host_device(), &[(steps, &result)])
+        .expect("recorded");
+    let options = tessera::deploy::DeployOptions {
+        out: dir.join("schedules"),
+        workloads: Vec::new(),
+        force: false,
+    };
+    let report = tessera::deploy::deploy(&db, host_device(), &options).expect("deployed");
+    let file = report.workloads[0].file.clone().expect("artifact");
+    tessera::deploy::Artifact::read(&file).expect("artifact")
+}

@@ -334,10 +334,8 @@ fn invalid_row_math_steps_are_typed_errors_that_say_what_exists() {
 
 #[test]
 fn an_artifact_with_row_math_records_its_isa_and_falls_back_where_it_is_capped_away() {
-    use tessera::db::TuningDb;
-    use tessera::deploy::{DeployOptions, FallbackReason, KernelSource, Library};
+    use tessera::deploy::{FallbackReason, KernelSource, Library};
     use tessera::measure::Task;
-    use tessera::runtime::host_device;
 
     let target = Target::from_env();
     let Some(&isa) = row_math::allowed_isas(&target).first() else {
@@ -356,18 +354,7 @@ fn an_artifact_with_row_math_records_its_isa_and_falls_back_where_it_is_capped_a
         isa.name()
     ))
     .expect("steps");
-    let mut db = TuningDb::open(&dir.join("tuning.db")).expect("db");
-    let result = common::ok_result(1e-5, 1.8e9);
-    db.record_batch(&task, host_device(), &[(&steps, &result)])
-        .expect("recorded");
-    let options = DeployOptions {
-        out: dir.join("schedules"),
-        workloads: Vec::new(),
-        force: false,
-    };
-    let report = tessera::deploy::deploy(&db, host_device(), &options).expect("deployed");
-    let file = report.workloads[0].file.clone().expect("artifact");
-    let artifact = tessera::deploy::Artifact::read(&file).expect("artifact");
+    let artifact = common::deploy_one_record(&dir, &task, &steps);
     assert_eq!(artifact.isa.as_deref(), Some(isa.name()));
 
     let inputs = random_inputs(task.dag(), 4);

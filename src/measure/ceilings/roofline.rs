@@ -49,13 +49,13 @@ pub enum ComputeKind {
     /// The f32x4 FMA throughput of Cranelift's code: a kernel made of it alone.
     F32x4,
     /// The widest ISA's FMA throughput: a kernel that calls full-width
-    /// micro-kernels.
+    /// micro-kernels or row primitives.
     Widest,
 }
 
 impl ComputeKind {
     /// The kind that holds `func`: [`Widest`](ComputeKind::Widest) when it
-    /// calls a micro-kernel wider than 128 bits, else
+    /// calls a micro-kernel or a row primitive wider than 128 bits, else
     /// [`F32x4`](ComputeKind::F32x4).
     pub fn of_kernel(func: &PrimFunc) -> ComputeKind {
         let mut wide = false;
@@ -63,6 +63,9 @@ impl ComputeKind {
             if let Stmt::MicroKernelCall(call) = stmt {
                 // An unknown name is held to the widest: the bound stays an upper bound.
                 wide |= micro_kernels::find(&call.kernel).is_none_or(|k| k.isa > Isa::Sse);
+            }
+            if let Stmt::RowMathCall(call) = stmt {
+                wide |= call.isa > Isa::Sse;
             }
         });
         if wide {
@@ -214,6 +217,26 @@ mod tests {
                 ComputeKind::F32x4
             };
             assert_eq!(ComputeKind::of_kernel(&func), expected, "{}", kernel.name);
+        }
+    }
+
+    #[test]
+    fn a_row_math_call_holds_a_kernel_to_the_widest_ceiling() {
+        let task = crate::measure::Task::from_registry("gelu", "M=4,N=32").expect("task");
+        let target = crate::runtime::Target::host();
+        for isa in crate::runtime::row_math::allowed_isas(&target) {
+            let steps = format!(
+                r#"[{{"kind":"split","stage":"gelu","iter":"i1","factors":[8]}},
+                    {{"kind":"annotate","stage":"gelu","iter":"i1.1","annotation":"vectorize"}},
+                    {{"kind":"row_math","stage":"gelu","iter":"i1.1","isa":"{}"}}]"#,
+                isa.name()
+            );
+            let Ok(steps) = serde_json::from_str::<Vec<crate::schedule::Step>>(&steps) else {
+                panic!("steps of {isa}");
+            };
+            let state = State::replay(task.dag(), &steps).expect("replays");
+            let func = crate::tir::lower(&state).expect("lowers");
+            assert_eq!(ComputeKind::of_kernel(&func), ComputeKind::Widest, "{isa}");
         }
     }
 }

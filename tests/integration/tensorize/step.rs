@@ -369,10 +369,8 @@ fn the_measurement_worker_compiles_for_the_measurers_target() {
 
 #[test]
 fn a_deployed_tensorized_artifact_names_its_kernel_and_falls_back_where_the_isa_is_missing() {
-    use tessera::db::TuningDb;
-    use tessera::deploy::{DeployOptions, FallbackReason, KernelSource, Library};
-    use tessera::measure::{MeasureResult, Task};
-    use tessera::runtime::host_device;
+    use tessera::deploy::{FallbackReason, KernelSource, Library};
+    use tessera::measure::Task;
 
     let Some(wide) = wider_than_sse() else {
         return;
@@ -382,18 +380,7 @@ fn a_deployed_tensorized_artifact_names_its_kernel_and_falls_back_where_the_isa_
     let dir = Scratch::new("tensorize-deploy");
     let task = Task::from_registry("matmul", &shape).expect("task");
     let steps = direct(mr, nr, None, wide.name);
-    let mut db = TuningDb::open(&dir.join("tuning.db")).expect("db");
-    let result: MeasureResult = common::ok_result(1e-5, 1.8e9);
-    db.record_batch(&task, host_device(), &[(&steps, &result)])
-        .expect("recorded");
-    let options = DeployOptions {
-        out: dir.join("schedules"),
-        workloads: Vec::new(),
-        force: false,
-    };
-    let report = tessera::deploy::deploy(&db, host_device(), &options).expect("deployed");
-    let file = report.workloads[0].file.clone().expect("artifact");
-    let artifact = tessera::deploy::Artifact::read(&file).expect("artifact");
+    let artifact = common::deploy_one_record(&dir, &task, &steps);
     assert_eq!(artifact.micro_kernels, vec![wide.name.to_string()]);
     assert_eq!(artifact.isa.as_deref(), Some(wide.isa.name()));
 
