@@ -195,3 +195,73 @@ fn bit_stable_floating_point_keeps_sums_serial() {
     let (lane_wise, serial) = (run(&vectorized), run(&State::new(&dag)));
     assert_eq!(lane_wise[0].to_f64_vec(), serial[0].to_f64_vec());
 }
+
+/// `max` and `min` give the other operand where one is NaN, as the
+/// reference (Rust's `f32::max`) does: scalar code, vector chunks with a
+/// scalar tail, window reductions and lane-wise row reductions.
+#[test]
+fn a_nan_operand_of_max_and_min_gives_the_other_one_as_in_the_reference() {
+    use tessera::te::{DType, compute, placeholder, reduce_axis, reduce_max};
+    let x = placeholder("x", &[3, 10], DType::F32);
+    let k = reduce_axis(10, "k");
+    let row_max = compute("row_max", &[3], |ix| reduce_max(x.at([&ix[0], &k]), [&k]));
+    let clipped = compute("clipped", &[3, 10], |ix| {
+        tessera::te::min(
+            tessera::te::max(x.at([&ix[0], &ix[1]]), row_max.at([&ix[0]])),
+            0.5,
+        )
+    });
+    let row_dag = ComputeDag::new(&[x], &[clipped]).expect("dag");
+    let cases = [
+        (build("relu", &[("M", 3), ("N", 10)]), "[]"),
+        (
+            build("relu", &[("M", 3), ("N", 10)]),
+            r#"[{"kind":"split","stage":"relu","iter":"i1","factors":[4]},
+                {"kind":"annotate","stage":"relu","iter":"i1.1","annotation":"vectorize"}]"#,
+        ),
+        (
+            build(
+                "max_pool2d",
+                &[
+                    ("N", 1),
+                    ("C", 2),
+                    ("H", 9),
+                    ("W", 9),
+                    ("R", 3),
+                    ("S", 3),
+                    ("stride", 1),
+                    ("pad", 1),
+                ],
+            ),
+            r#"[{"kind":"reorder","stage":"max_pool2d","order":["i0","i1","i2","rr","rs","i3"]},
+                {"kind":"split","stage":"max_pool2d","iter":"i3","factors":[4]},
+                {"kind":"annotate","stage":"max_pool2d","iter":"i3.1","annotation":"vectorize"}]"#,
+        ),
+        (row_dag.clone(), "[]"),
+        (
+            row_dag,
+            r#"[{"kind":"annotate","stage":"row_max","iter":"k","annotation":"vectorize"},
+                {"kind":"split","stage":"clipped","iter":"i1","factors":[4]},
+                {"kind":"annotate","stage":"clipped","iter":"i1.1","annotation":"vectorize"}]"#,
+        ),
+    ];
+    for (dag, json) in cases {
+        let state = replay(&dag, json);
+        let func = tir::lower(&state).unwrap_or_else(|e| panic!("{json}: {e}"));
+        let mut inputs = random_inputs(&dag, 9);
+        let data = inputs[0].as_f32_mut().expect("f32");
+        for i in (0..data.len()).step_by(3) {
+            data[i] = f32::NAN;
+        }
+        let want = reference(&dag, &inputs);
+        assert!(
+            want.iter()
+                .all(|t| t.as_f32().expect("f32").iter().all(|v| !v.is_nan())),
+            "{json}: the reference ignores NaN operands"
+        );
+        let kernel = codegen::compile(&func, &CodegenOptions::default())
+            .unwrap_or_else(|e| panic!("{json}: {e}"));
+        let got = kernel.run_host(&inputs).unwrap_or_else(|e| panic!("{e}"));
+        assert_close(json, &got, &want, reduction_length(&dag));
+    }
+}

@@ -271,14 +271,21 @@ impl FnTranslator<'_, '_, '_> {
         let x = self.expr(a, speculative)?;
         let y = self.expr(b, speculative)?;
         let (p, q) = (self.materialize(x, dtype), self.materialize(y, dtype));
+        if matches!(op, BinOp::Min | BinOp::Max) {
+            let max = op == BinOp::Max;
+            return Ok(Val::Dyn(super::min_max::float_min_max(
+                &mut self.b,
+                max,
+                p,
+                q,
+            )));
+        }
         let ins = self.b.ins();
         Ok(Val::Dyn(match op {
             BinOp::Add => ins.fadd(p, q),
             BinOp::Sub => ins.fsub(p, q),
             BinOp::Mul => ins.fmul(p, q),
             BinOp::Div => ins.fdiv(p, q),
-            BinOp::Min => ins.fmin(p, q),
-            BinOp::Max => ins.fmax(p, q),
             other => {
                 return Err(CodegenError::Unsupported(format!(
                     "{} on floats",

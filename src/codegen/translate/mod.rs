@@ -5,6 +5,7 @@ mod entry;
 mod expr;
 pub(crate) mod memory;
 mod micro_kernel_call;
+mod min_max;
 mod parallel;
 mod row_math_call;
 mod value;

@@ -428,14 +428,16 @@ impl FnTranslator<'_, '_, '_> {
         let x = self.as_vector(x, dtype, lanes);
         let y = self.vexpr(b, lane, speculative)?;
         let y = self.as_vector(y, dtype, lanes);
+        if matches!(op, BinOp::Min | BinOp::Max) {
+            let max = op == BinOp::Max;
+            return Ok(Some(super::min_max::float_min_max(&mut self.b, max, x, y)));
+        }
         let ins = self.b.ins();
         Ok(Some(match op {
             BinOp::Add => ins.fadd(x, y),
             BinOp::Sub => ins.fsub(x, y),
             BinOp::Mul => ins.fmul(x, y),
-            BinOp::Div => ins.fdiv(x, y),
-            BinOp::Min => ins.fmin(x, y),
-            _ => ins.fmax(x, y),
+            _ => ins.fdiv(x, y),
         }))
     }
 

@@ -196,8 +196,9 @@ impl FnTranslator<'_, '_, '_> {
     /// `x ⊕ y` on floats (scalars or vectors).
     fn combine(&mut self, op: BinOp, x: Value, y: Value) -> Value {
         match op {
-            BinOp::Max => self.b.ins().fmax(x, y),
-            BinOp::Min => self.b.ins().fmin(x, y),
+            BinOp::Max | BinOp::Min => {
+                super::min_max::float_min_max(&mut self.b, op == BinOp::Max, x, y)
+            }
             _ => self.b.ins().fadd(x, y),
         }
     }
