@@ -47,6 +47,7 @@ fn mentions(step: &Step, stage: &str) -> bool {
     match step {
         Step::ComputeAt { target, .. } => target == stage,
         Step::CacheRead { readers, .. } => readers.iter().any(|r| r == stage),
+        Step::PackPanel { reader, .. } => reader == stage,
         _ => false,
     }
 }

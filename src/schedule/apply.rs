@@ -126,6 +126,15 @@ impl State {
                     .collect::<Result<_, _>>()?;
                 self.cache_read(s, &readers, layout.as_deref())
             }
+            Step::PackPanel {
+                stage,
+                reader,
+                axes,
+            } => {
+                let s = self.resolve_stage(stage)?;
+                let r = self.resolve_loop_stage(reader)?;
+                self.pack_panel(s, r, axes)
+            }
             Step::Rfactor { stage, iter } => {
                 let s = self.resolve_loop_stage(stage)?;
                 let it = self.resolve_iter(s, iter)?;

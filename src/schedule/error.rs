@@ -207,6 +207,16 @@ pub enum StepErrorKind {
         /// The stage's number of dimensions.
         rank: usize,
     },
+    /// pack_panel whose reader, read or axes do not make a panel.
+    #[error("cannot pack '{stage}' into a panel for '{reader}': {reason}")]
+    PackPanel {
+        /// The stage read.
+        stage: String,
+        /// The reader.
+        reader: String,
+        /// What does not fit, and what exists.
+        reason: String,
+    },
     /// cache_read without readers.
     #[error("cache_read needs at least one reader")]
     NoReaders,

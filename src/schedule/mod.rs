@@ -6,6 +6,7 @@ mod apply;
 mod cache;
 mod error;
 mod loops;
+mod pack_panel;
 mod placement;
 pub mod random;
 mod relations;

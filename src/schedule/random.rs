@@ -86,6 +86,7 @@ pub fn step_kind(step: &Step) -> &'static str {
         Step::CacheRead {
             layout: Some(_), ..
         } => "cache_read transposed",
+        Step::PackPanel { .. } => "pack_panel",
         Step::Rfactor { .. } => "rfactor",
         Step::Pragma { .. } => "pragma",
         Step::Tensorize { .. } => "tensorize",

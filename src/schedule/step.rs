@@ -121,6 +121,26 @@ pub enum Step {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         layout: Option<Vec<usize>>,
     },
+    /// Adds a stage `<stage>.panel` holding the elements `reader` reads of
+    /// `stage`, indexed by the reader's own axes: `panel[a₀, …] =
+    /// stage[index(a₀, …)]`, where `index` is the reader's one read of
+    /// `stage` and `axes` lists, in the panel's dimension order, every axis
+    /// of the reader (spatial or reduction) that index uses. The reader then
+    /// reads `panel[a₀, …]`. A strided or windowed read (a convolution's
+    /// `data[c, y·s + r, x·s + q]`) becomes contiguous along the last axis
+    /// (an im2col panel); computed at a loop, the panel holds one tile's.
+    /// `stage` may be inlined (padding is then computed into the panel).
+    ///
+    /// JSON form: `{"kind": "pack_panel", "stage": "pad", "reader":
+    /// "conv2d.local", "axes": ["rr", "rs", "rc", "i3"]}`.
+    PackPanel {
+        /// The stage read (an input, a computed or an inlined stage).
+        stage: String,
+        /// The one stage that reads the panel instead.
+        reader: String,
+        /// The reader's axes, in the panel's dimension order (outer first).
+        axes: Vec<String>,
+    },
     /// Factors a reduction: the reduction loop `iter` (a reduction axis or a
     /// split part of one) becomes the first spatial axis of a new stage
     /// `<stage>.rf`, which `stage` then reduces.
@@ -196,6 +216,7 @@ impl Step {
             | Step::ComputeRoot { stage }
             | Step::CacheWrite { stage }
             | Step::CacheRead { stage, .. }
+            | Step::PackPanel { stage, .. }
             | Step::Rfactor { stage, .. }
             | Step::Tensorize { stage, .. }
             | Step::RowMath { stage, .. } => stage,
@@ -246,6 +267,15 @@ impl fmt::Display for Step {
                     None => Ok(()),
                 }
             }
+            Step::PackPanel {
+                stage,
+                reader,
+                axes,
+            } => write!(
+                f,
+                "pack_panel {stage} for {reader} as [{}]",
+                axes.join(", ")
+            ),
             Step::Rfactor { stage, iter } => write!(f, "rfactor {stage}.{iter}"),
             Step::Tensorize {
                 stage,

@@ -39,7 +39,7 @@ use rfactor::Rfactor;
 use row_fusion::RowFusion;
 use simple::Simple;
 use stage::{Stage, stages_of};
-use tensorize::{Packing, Tensorize, TensorizeInto};
+use tensorize::{PackHow, Packing, Tensorize, TensorizeInto};
 use tiling::{MultiLevelTiling, MultiLevelTilingWithFusion};
 use vector_reduce::VectorReduce;
 
@@ -194,14 +194,12 @@ impl fmt::Display for VariantKind {
             VariantKind::Tensorize { kernel, packing } => {
                 write!(f, "tensorize({kernel})")?;
                 match packing {
-                    Some(Packing {
-                        operand,
-                        transposed: false,
-                    }) => write!(f, "+pack({operand})"),
-                    Some(Packing {
-                        operand,
-                        transposed: true,
-                    }) => write!(f, "+pack_transposed({operand})"),
+                    Some(Packing { operand, how }) => match how {
+                        PackHow::None => Ok(()),
+                        PackHow::Copy => write!(f, "+pack({operand})"),
+                        PackHow::Transposed => write!(f, "+pack_transposed({operand})"),
+                        PackHow::Panel => write!(f, "+pack_panel({operand})"),
+                    },
                     None => Ok(()),
                 }
             }

@@ -33,9 +33,15 @@ struct GemmShape {
     k: Var,
     /// The operand read along n.
     b_operand: String,
+    /// Whether the kernel can read B where it is (or through a packing
+    /// copy): B's n dimension is read with stride 1.
+    b_direct: bool,
     /// When B is not contiguous along n: the permutation of its dimensions
     /// that makes it so (n's dimension last), applied by a packing copy.
     b_layout: Option<Vec<usize>>,
+    /// The axes of a `pack_panel` of B (k then n innermost), where one pays:
+    /// B read with a stride or a window along n.
+    b_panel: Option<Vec<String>>,
     /// Operands computed by other stages, which must be buffers (at the
     /// root), not inlined, for the kernel to read them.
     materialize: Vec<String>,
@@ -70,17 +76,18 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
     let n_dims: Vec<usize> = (0..b_idx.len())
         .filter(|&d| uses(std::slice::from_ref(&b_idx[d]), &n))
         .collect();
-    let [n_dim] = n_dims.as_slice() else {
-        return None;
+    // B as a panel of its own (contiguous along n), or only through a
+    // pack_panel gather (a strided read, a convolution with stride 2).
+    let b_direct = match n_dims.as_slice() {
+        [n_dim] if Affine::of(&b_idx[*n_dim]).coefficient(n.id()) == Some(1) => Some(*n_dim),
+        _ => None,
     };
-    // A strided read (a convolution with stride 2) is no panel of B.
-    if Affine::of(&b_idx[*n_dim]).coefficient(n.id()) != Some(1) {
-        return None;
-    }
-    let b_layout = (*n_dim + 1 != b_idx.len()).then(|| {
-        let mut layout: Vec<usize> = (0..b_idx.len()).filter(|d| d != n_dim).collect();
-        layout.push(*n_dim);
-        layout
+    let b_layout = b_direct.and_then(|n_dim| {
+        (n_dim + 1 != b_idx.len()).then(|| {
+            let mut layout: Vec<usize> = (0..b_idx.len()).filter(|&d| d != n_dim).collect();
+            layout.push(n_dim);
+            layout
+        })
     });
     let m = op
         .axes
@@ -99,14 +106,43 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
         .filter(|t| t.compute_op().is_some())
         .map(|t| t.name().to_string())
         .collect();
+    let b_panel = panel_axes(op, &b_idx, &m, &n, &k);
+    // The panel pays where B's read along n is strided or slides with a
+    // window (a convolution); for a plain `B[k, n]` it is the packing copy.
+    let windowed = n_dims.iter().any(|&d| {
+        let form = Affine::of(&b_idx[d]);
+        op.reduction()
+            .is_some_and(|r| r.axes.iter().any(|a| form.coefficient(a.id()) != Some(0)))
+    });
+    let b_panel = (b_direct.is_none() || windowed).then_some(b_panel);
     Some(GemmShape {
         m,
         n,
         k,
         b_operand: b_t.name().to_string(),
+        b_direct: b_direct.is_some(),
         b_layout,
+        b_panel,
         materialize,
     })
+}
+
+/// The stage's axes B's index uses, in the panel order that makes the
+/// kernel's B operand a contiguous `kc × n` block: the spatial axes outside
+/// the tile, the other reduction axes, then k, then n.
+fn panel_axes(op: &ComputeOp, b_idx: &[crate::te::Expr], m: &Var, n: &Var, k: &Var) -> Vec<String> {
+    let reduction: &[Var] = op.reduction().map(|r| r.axes.as_slice()).unwrap_or(&[]);
+    let outside = op
+        .axes
+        .iter()
+        .filter(|a| a.id() != m.id() && a.id() != n.id());
+    let others = reduction.iter().filter(|a| a.id() != k.id());
+    outside
+        .chain(others)
+        .chain([k, n])
+        .filter(|a| uses(b_idx, a))
+        .map(|a| a.name().to_string())
+        .collect()
 }
 
 /// The kernels `target` allows that suit an `m × n` output best, with the
@@ -179,17 +215,22 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
             .collect()
     };
     let stage_names: Vec<String> = op.axes.iter().map(|a| a.name().to_string()).collect();
-    let packs: &[bool] = if g.b_layout.is_some() {
-        &[true]
-    } else {
-        &[false, true]
+    let mut packs = match (g.b_direct, &g.b_layout) {
+        (false, _) => vec![],
+        (true, Some(_)) => vec![PackHow::Transposed],
+        (true, None) => vec![PackHow::None, PackHow::Copy],
     };
+    if g.b_panel.is_some() {
+        packs.push(PackHow::Panel);
+    }
     let mut variants = Vec::new();
     for (kernel, m_t, n_t) in fitting_kernels(target, g.m.extent(), g.n.extent()) {
-        for &pack in packs {
+        for &pack in &packs {
+            // A panel reads B wherever it is (padding inlined into it).
             let mut steps: Vec<SketchStep> = g
                 .materialize
                 .iter()
+                .filter(|t| pack != PackHow::Panel || **t != g.b_operand)
                 .map(|t| SketchStep::Fixed(Step::ComputeRoot { stage: t.clone() }))
                 .collect();
             if matches!(host, Host::CacheWrite) {
@@ -248,25 +289,37 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                 kernel: kernel.name.to_string(),
             }));
             let mut sites = vec![site(&host_stage, true, true, false)];
-            let mut packing = None;
-            if pack {
-                let packed = format!("{}.local", g.b_operand);
-                steps.push(SketchStep::Fixed(Step::CacheRead {
-                    stage: g.b_operand.clone(),
-                    readers: vec![computed.clone()],
-                    layout: g.b_layout.clone(),
-                }));
+            let packed = match pack {
+                PackHow::None => None,
+                PackHow::Copy | PackHow::Transposed => {
+                    steps.push(SketchStep::Fixed(Step::CacheRead {
+                        stage: g.b_operand.clone(),
+                        readers: vec![computed.clone()],
+                        layout: g.b_layout.clone(),
+                    }));
+                    Some(format!("{}.local", g.b_operand))
+                }
+                PackHow::Panel => {
+                    steps.push(SketchStep::Fixed(Step::PackPanel {
+                        stage: g.b_operand.clone(),
+                        reader: computed.clone(),
+                        axes: g.b_panel.clone().unwrap_or_default(),
+                    }));
+                    Some(format!("{}.panel", g.b_operand))
+                }
+            };
+            if let Some(packed) = &packed {
                 steps.push(SketchStep::Fixed(Step::ComputeAt {
                     stage: packed.clone(),
                     target: host_stage.clone(),
                     iter: format!("{hn}.0"),
                 }));
-                sites.push(site(&packed, false, true, false));
-                packing = Some(Packing {
-                    operand: g.b_operand.clone(),
-                    transposed: g.b_layout.is_some(),
-                });
+                sites.push(site(packed, false, true, false));
             }
+            let packing = packed.map(|_| Packing {
+                operand: g.b_operand.clone(),
+                how: pack,
+            });
             variants.push(Variant {
                 stage: stage.to_string(),
                 kind: VariantKind::Tensorize {
@@ -286,8 +339,22 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
 pub(super) struct Packing {
     /// The packed operand.
     pub operand: String,
-    /// Whether the panel is B transposed (B not contiguous along n).
-    pub transposed: bool,
+    /// How ([`PackHow::None`] does not occur here).
+    pub how: PackHow,
+}
+
+/// How a tensorized sketch gives the micro-kernel its B operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PackHow {
+    /// B read where it is.
+    None,
+    /// A `cache_read` copy per n block.
+    Copy,
+    /// A transposing `cache_read` copy per n block (B not contiguous along n).
+    Transposed,
+    /// A `pack_panel` gather per n block: B as the kernel reads it, k then
+    /// n, whatever its stride or window (an im2col panel).
+    Panel,
 }
 
 /// Where the [`Tensorize`] rule computes the micro-kernel's tiles.

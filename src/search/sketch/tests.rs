@@ -184,11 +184,11 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
         steps: Vec::new(),
         sites: Vec::new(),
     };
-    let packed = |transposed| VariantKind::Tensorize {
+    let packed = |how| VariantKind::Tensorize {
         kernel: "avx2_6x16",
         packing: Some(Packing {
             operand: "B".into(),
-            transposed,
+            how,
         }),
     };
     let names: Vec<String> = [
@@ -203,8 +203,9 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
             kernel: "avx2_6x16",
             packing: None,
         },
-        packed(false),
-        packed(true),
+        packed(PackHow::Copy),
+        packed(PackHow::Transposed),
+        packed(PackHow::Panel),
         VariantKind::Rfactor,
         VariantKind::Simple,
     ]
@@ -222,6 +223,7 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
             "C:tensorize(avx2_6x16)",
             "C:tensorize(avx2_6x16)+pack(B)",
             "C:tensorize(avx2_6x16)+pack_transposed(B)",
+            "C:tensorize(avx2_6x16)+pack_panel(B)",
             "C:rfactor",
             "C:simple",
         ]
@@ -312,17 +314,33 @@ fn gemm_shaped_stages_get_tensorized_sketches_with_and_without_packing() {
         assert!(fixed(sketch).iter().any(|s| matches!(s,
             Step::CacheRead { stage, layout: Some(l), .. } if stage == "B" && l == &[1, 0])));
     }
-    // A strided convolution reads no panel along n; a padded one is
-    // only tensorized with its padding computed at the root.
+    // A strided convolution is tensorized only through a panel of its
+    // padded input (the padding inlined into the panel, or at the root);
+    // a padded one also directly, with its padding at the root.
     let strided = sketches_of("conv2d", "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=2,pad=1");
-    assert!(strided.iter().all(|s| !s.name.contains("tensorize")));
+    let strided: Vec<&Sketch> = strided
+        .iter()
+        .filter(|s| s.name.contains("tensorize"))
+        .collect();
+    assert!(!strided.is_empty());
+    for sketch in &strided {
+        assert!(sketch.name.ends_with("+pack_panel(pad)"), "{}", sketch.name);
+        assert!(fixed(sketch).iter().any(|s| matches!(s,
+            Step::PackPanel { stage, axes, .. } if stage == "pad" && axes.ends_with(&["rc".into(), "i3".into()]))));
+    }
+    assert!(strided.iter().any(|s| s.name.starts_with("pad:inline ")));
     let padded = sketches_of("conv2d", "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=1,pad=1");
     let padded: Vec<&Sketch> = padded
         .iter()
         .filter(|s| s.name.contains("tensorize"))
         .collect();
-    assert!(!padded.is_empty());
-    assert!(padded.iter().all(|s| s.name.starts_with("pad:simple ")));
+    assert!(padded.iter().any(|s| s.name.ends_with("+pack_panel(pad)")));
+    assert!(
+        padded
+            .iter()
+            .filter(|s| !s.name.ends_with("+pack_panel(pad)"))
+            .all(|s| s.name.starts_with("pad:simple "))
+    );
 }
 
 /// The names of the sketches of `op` at `shape`.

@@ -142,3 +142,125 @@ fn a_prime_reduction_is_tensorized_with_an_edge_block_of_k() {
     let count = check_tensorized_sketches(&host(), "matmul 16x32x1031", &dag, 2);
     assert!(count > 0, "no tensorized sketch");
 }
+
+#[test]
+fn strided_and_padded_convolutions_are_tensorized_through_a_panel() {
+    // (NHWC convolutions read the strided input as A, which the kernels
+    // read at any stride: they need no panel.)
+    let cases: [(&str, Vec<(&str, i64)>); 3] = [
+        (
+            "conv2d",
+            vec![
+                ("N", 1),
+                ("C", 5),
+                ("H", 9),
+                ("W", 11),
+                ("K", 7),
+                ("R", 1),
+                ("S", 1),
+                ("stride", 2),
+                ("pad", 0),
+                ("dilation", 1),
+            ],
+        ),
+        (
+            "conv2d",
+            vec![
+                ("N", 2),
+                ("C", 3),
+                ("H", 10),
+                ("W", 9),
+                ("K", 5),
+                ("R", 3),
+                ("S", 3),
+                ("stride", 2),
+                ("pad", 1),
+                ("dilation", 1),
+            ],
+        ),
+        (
+            "conv1d",
+            vec![
+                ("N", 1),
+                ("C", 4),
+                ("L", 23),
+                ("K", 3),
+                ("R", 3),
+                ("stride", 3),
+                ("pad", 2),
+                ("dilation", 2),
+            ],
+        ),
+    ];
+    for (op, params) in cases {
+        let dag = build(op, &params);
+        let label = format!("{op} {params:?}");
+        let panels: Vec<_> = generate_sketches(&dag, &host())
+            .into_iter()
+            .filter(|s| s.name.contains("+pack_panel("))
+            .collect();
+        assert!(!panels.is_empty(), "{label}: no panel sketch");
+        for sketch in &panels {
+            for seed in 0..4 {
+                let decisions = random_decisions(sketch, &mut StdRng::seed_from_u64(seed));
+                let state = materialize(&dag, sketch, &decisions)
+                    .unwrap_or_else(|e| panic!("{label} [{}]: {e}", sketch.name));
+                assert!(
+                    state.stages().iter().any(|s| s.name.ends_with(".panel")),
+                    "{label} [{}]: no panel stage",
+                    sketch.name
+                );
+                check_tensorized(
+                    &host(),
+                    &format!("{label} [{}] {decisions:?}", sketch.name),
+                    &dag,
+                    state.steps(),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_panel_names_what_does_not_fit() {
+    let dag = build("matmul", &[("M", 5), ("N", 7), ("K", 3)]);
+    for (axes, says) in [
+        (
+            r#"["k","x"]"#,
+            "the reader has no axis 'x'; its axes are i0, i1, k",
+        ),
+        (r#"["k","i1","i1"]"#, "axis 'i1' is given twice"),
+        (
+            r#"["k","i1","i0"]"#,
+            "the read's index does not use axis 'i0'",
+        ),
+        (
+            r#"["i1"]"#,
+            "the read's index uses axis 'k', which the panel's axes must include",
+        ),
+    ] {
+        let json = format!(r#"[{{"kind":"pack_panel","stage":"B","reader":"C","axes":{axes}}}]"#);
+        match State::replay(&dag, &steps(&json)) {
+            Err(e) => {
+                assert!(matches!(e.kind, StepErrorKind::PackPanel { .. }), "{e}");
+                assert!(e.to_string().contains(says), "{axes}: {e}");
+            }
+            Ok(_) => panic!("{json} applied"),
+        }
+    }
+    let state = State::replay(
+        &dag,
+        &steps(r#"[{"kind":"pack_panel","stage":"B","reader":"C","axes":["i1","k"]}]"#),
+    )
+    .expect("applies");
+    let panel = state
+        .stages()
+        .iter()
+        .find(|s| s.name == "B.panel")
+        .expect("B.panel");
+    assert_eq!(panel.tensor.shape(), &[7, 3], "B[k, j] as [j, k]");
+    let func = tir::lower(&state).expect("lowers");
+    let inputs = random_inputs(&dag, 5);
+    let got = tir::run(&func, &inputs).expect("runs");
+    assert_tensors_close("matmul through a panel", &got, &reference(&dag, &inputs), 3);
+}
