@@ -60,6 +60,10 @@ def parse_args(argv):
                    "reported (default 20, at least 20 recommended)")
     p.add_argument("--tune", type=int, metavar="TRIALS",
                    help="run `tessera tune OP --shape ... --trials TRIALS --db DB` first")
+    p.add_argument("--weights", choices=["constant", "input"], default="constant",
+                   help="constant (default): inputs a row marks constant (dense and "
+                   "convolution weights) are laid out ahead of time by both engines, as "
+                   "deployed; input: every tensor a graph input, nothing laid out ahead")
     p.add_argument("--db", default="tuning_logs/tuning.db",
                    help="tuning database tessera bench (and --tune) use "
                    "(default tuning_logs/tuning.db)")
@@ -90,10 +94,14 @@ def parse_args(argv):
 
 # ---------------------------------------------------------------- the model
 
-def build_model(row, opset):
-    """The row's ONNX model: graph inputs and outputs as declared (every
-    tensor a graph input, so neither engine may lay weights out ahead of
-    time), constant initializers (axes, eps) for the small graphs."""
+def build_model(row, opset, constants=None):
+    """The row's ONNX model: graph inputs and outputs as declared, constant
+    initializers (axes, eps) for the small graphs. `constants` (name ->
+    array) turns those inputs into initializers, which ORT may lay out ahead
+    of time (MLAS prepacks constant GEMM and convolution weights); without,
+    every tensor is a graph input and neither engine may."""
+    constants = constants or {}
+
     def value_info(entry):
         return helper.make_tensor_value_info(entry["name"], TensorProto.FLOAT, entry["shape"])
 
@@ -104,10 +112,13 @@ def build_model(row, opset):
     initializers = [
         helper.make_tensor(i["name"], ONNX_DTYPES[i["dtype"]], i["shape"], i["values"])
         for i in row.get("initializers", [])
+    ] + [
+        numpy_helper.from_array(np.ascontiguousarray(array, np.float32), name)
+        for name, array in constants.items()
     ]
     graph = helper.make_graph(
         nodes, re.sub(r"\W+", "_", row["name"]),
-        [value_info(e) for e in row["inputs"]],
+        [value_info(e) for e in row["inputs"] if e["name"] not in constants],
         [value_info(e) for e in row["outputs"]],
         initializer=initializers,
     )
@@ -206,9 +217,20 @@ def run_tessera(binary, args):
     return proc.stdout
 
 
+def constant_inputs(row, args):
+    """The row's inputs taken as constant weights: those its workload marks
+    `"constant": true`, unless --weights input."""
+    if args.weights == "input":
+        return []
+    return [e for e in row["inputs"] if e.get("constant")]
+
+
 def tessera_bench(binary, row, threads, args, save_io=None):
     command = ["bench", row["op"], "--shape", row["shape"], "--threads", str(threads),
                "--json", "--repeat", str(args.runs), "--db", args.db]
+    constants = constant_inputs(row, args)
+    if constants:
+        command += ["--constants", ",".join(e["tessera"] for e in constants)]
     if save_io is not None:
         command += ["--save-io", str(save_io)]
     text = run_tessera(binary, command)
@@ -270,15 +292,28 @@ def measure_row(row, opset, args, work):
         result["tuned_trials"] = args.tune
     io_dir = work / slug
     inputs = None
+    constants = [e["name"] for e in constant_inputs(row, args)]
+    result["weights"] = "constant" if constants else "input"
     for i, threads in enumerate(args.threads):
         report = tessera_bench(binary, row, threads, args, save_io=io_dir if i == 0 else None)
-        result["tessera"][threads] = {"median_ms": report["median_ms"], "min_ms": report["min_ms"]}
+        median_ms, min_ms = report["median_ms"], report["min_ms"]
+        if constants and report.get("prepacked_gflops"):
+            # The kernel with its constants laid out ahead, as deployed:
+            # timed in the same run, reported as GFLOP/s of the same flops.
+            # (None: the schedule reads them where they are, nothing to lay out.)
+            scale = report["gflops"] / report["prepacked_gflops"]
+            median_ms, min_ms = median_ms * scale, min_ms * scale
+        result["tessera"][threads] = {"median_ms": median_ms, "min_ms": min_ms}
         result["schedule"] = report["source"]
         result["schedule_reason"] = report["source_reason"]
         if i == 0:
             error, bound, inputs = check_same(row, io_dir, model_bytes, report["tolerance"])
             result["check"] = {"max_rel_error": error, "bound": bound,
                                "how": "ORT on tessera's inputs vs the timed tessera kernel"}
+            if constants:
+                model_bytes = build_model(
+                    row, opset, {name: inputs.pop(name) for name in constants}
+                ).SerializeToString()
         median, fastest = ort_times(model_bytes, threads, inputs,
                                     {e["name"]: e["shape"] for e in row["outputs"]}, args.runs)
         result["ort"][threads] = {"median_ms": median, "min_ms": fastest}
@@ -318,17 +353,18 @@ def fmt(value, digits=3):
 def table_rows(results, threads):
     header = (["workload"] + [f"tessera {t}T ms" for t in threads]
               + [f"ORT {t}T ms" for t in threads] + [f"ratio {t}T" for t in threads]
-              + ["schedule", "check"])
+              + ["weights", "schedule", "check"])
     rows = []
     for r in results:
         if "error" in r:
-            rows.append([r["name"]] + ["–"] * (3 * len(threads)) + ["FAILED", r["error"]])
+            rows.append([r["name"]] + ["–"] * (3 * len(threads) + 1) + ["FAILED", r["error"]])
             continue
         rows.append(
             [r["name"]]
             + [fmt(r["tessera"][t]["median_ms"]) for t in threads]
             + [fmt(r["ort"][t]["median_ms"]) for t in threads]
             + [fmt(r["ratio"][t], 2) for t in threads]
+            + [r["weights"]]
             + [r["schedule"] + (f" ({r['tuned_trials']} trials)" if "tuned_trials" in r else ""),
                f"ok {r['check']['max_rel_error']:.1e}"]
         )
@@ -418,6 +454,9 @@ def main(argv):
     print()
     print(render_text(header, table))
     print("\nratio = ORT median / tessera median: >= 1 means tessera is faster")
+    print("weights = constant: the inputs a row marks constant are ORT initializers and "
+          "tessera's kernel with them laid out ahead of time (bench --constants), as each "
+          "engine deploys a model; input: every tensor a graph input")
     for path in map(Path, args.out):
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix == ".md":

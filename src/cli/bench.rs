@@ -69,6 +69,7 @@ pub(crate) struct BenchArgs {
     /// Inputs that are constant weights (comma-separated, e.g. `weight`):
     /// also time the schedule with them laid out ahead of time (its packing
     /// copies of them removed), as `Library::kernel_with_constants` loads it.
+    /// A constant the schedule reads where it is has nothing to lay out.
     #[arg(long, value_delimiter = ',', conflicts_with = "suite")]
     constants: Vec<String>,
     /// Write the inputs and the timed kernel's outputs into this folder
@@ -194,13 +195,23 @@ fn render(report: &BenchReport) -> String {
         report.default_gflops,
         report.speedup()
     );
-    if let Some(prepacked) = report.prepacked_gflops {
-        let _ = writeln!(
-            out,
-            "  prepacked        {prepacked:8.2} GFLOP/s ({} laid out ahead of time; prepacked / tuned = {:.2})",
-            report.constants.join(", "),
-            prepacked / gflops
-        );
+    match report.prepacked_gflops {
+        Some(prepacked) => {
+            let _ = writeln!(
+                out,
+                "  prepacked        {prepacked:8.2} GFLOP/s ({} laid out ahead of time; prepacked / tuned = {:.2})",
+                report.constants.join(", "),
+                prepacked / gflops
+            );
+        }
+        None if !report.constants.is_empty() => {
+            let _ = writeln!(
+                out,
+                "  prepacked        –  ({}: the schedule reads them where they are, nothing to lay out)",
+                report.constants.join(", ")
+            );
+        }
+        None => {}
     }
     if let Some(plain) = report.plain_gflops {
         let _ = writeln!(

@@ -24,6 +24,7 @@ pub use error::DeployError;
 pub use export::{
     DeployOptions, DeployOutcome, DeployReport, DeployedWorkload, deploy, deploy_device,
 };
+pub(crate) use layout_rewrite::check_inputs;
 pub use layout_rewrite::{LayoutRewrite, plan_layout_rewrites, rewrite_layouts};
 pub use library::{FallbackReason, KernelSource, Library, LoadedKernel, Resolution};
 pub use permute::pack_input;

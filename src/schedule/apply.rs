@@ -104,9 +104,9 @@ impl State {
                 let s = self.resolve_stage(stage)?;
                 self.compute_root(s)
             }
-            Step::CacheWrite { stage } => {
+            Step::CacheWrite { stage, layout } => {
                 let s = self.resolve_stage(stage)?;
-                self.cache_write(s)
+                self.cache_write(s, layout.as_deref())
             }
             Step::CacheRead {
                 stage,

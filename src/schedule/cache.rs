@@ -5,13 +5,15 @@ use crate::te::{ComputeOp, Expr, ExprKind, IterKind, Tensor, Var};
 use super::error::StepErrorKind;
 use super::state::{ComputeAt, Scope, Stage, State, unique_name};
 
-/// A copy rule `out[axes] = source[axes]` with fresh axes named like `like`'s.
-pub(crate) fn copy_rule(source: &Tensor, like: &[Var]) -> ComputeOp {
+/// A copy rule `out[axes] = source[axes permuted by layout]` (source
+/// dimension `d` indexed by axis `layout[d]`) with fresh axes named like
+/// `like`'s.
+pub(crate) fn copy_rule(source: &Tensor, like: &[Var], layout: &[usize]) -> ComputeOp {
     let axes: Vec<Var> = like
         .iter()
         .map(|v| Var::new(v.name(), v.extent(), IterKind::Spatial))
         .collect();
-    let body = source.at(axes.iter().map(Var::expr));
+    let body = source.at(layout.iter().map(|&d| axes[d].expr()));
     ComputeOp { axes, body }
 }
 
@@ -41,7 +43,35 @@ impl State {
         self.stages.insert(position, stage);
     }
 
-    pub(crate) fn cache_write(&mut self, stage: usize) -> Result<(), StepErrorKind> {
+    /// `layout`, or the identity, after checking it permutes `rank` dimensions.
+    fn permutation(
+        &self,
+        stage: usize,
+        layout: Option<&[usize]>,
+        rank: usize,
+    ) -> Result<Vec<usize>, StepErrorKind> {
+        let identity: Vec<usize> = (0..rank).collect();
+        let Some(layout) = layout else {
+            return Ok(identity);
+        };
+        let mut sorted = layout.to_vec();
+        sorted.sort_unstable();
+        if sorted != identity {
+            return Err(StepErrorKind::BadLayout {
+                stage: self.stages[stage].name.clone(),
+                layout: layout.to_vec(),
+                rank,
+            });
+        }
+        Ok(layout.to_vec())
+    }
+
+    pub(crate) fn cache_write(
+        &mut self,
+        stage: usize,
+        layout: Option<&[usize]>,
+    ) -> Result<(), StepErrorKind> {
+        let layout = self.permutation(stage, layout, self.stages[stage].tensor.ndim())?;
         let s = &self.stages[stage];
         let Some(rule) = s.compute.clone() else {
             return Err(StepErrorKind::InputStage {
@@ -59,9 +89,21 @@ impl State {
             });
         }
         let local_name = self.unique_stage_name(&format!("{}.local", s.name));
-        let local_tensor = Tensor::from_compute(&local_name, s.tensor.shape(), rule.clone());
-        let copy = copy_rule(&local_tensor, &rule.axes);
-        let local = Stage::fresh(local_name, local_tensor, Some(rule), Scope::Local, false);
+        // The local rule: the same body over the axes in the layout's order.
+        let local_rule = ComputeOp {
+            axes: layout.iter().map(|&d| rule.axes[d].clone()).collect(),
+            body: rule.body.clone(),
+        };
+        let local_shape: Vec<i64> = layout.iter().map(|&d| s.tensor.shape()[d]).collect();
+        let local_tensor = Tensor::from_compute(&local_name, &local_shape, local_rule.clone());
+        let copy = copy_rule(&local_tensor, &rule.axes, &layout);
+        let local = Stage::fresh(
+            local_name,
+            local_tensor,
+            Some(local_rule),
+            Scope::Local,
+            false,
+        );
         let s = &mut self.stages[stage];
         *s = Stage {
             auto_unroll_max_step: s.auto_unroll_max_step,
@@ -90,17 +132,7 @@ impl State {
         }
         let source = self.stages[stage].tensor.clone();
         let rank = source.shape().len();
-        let identity: Vec<usize> = (0..rank).collect();
-        let layout = layout.unwrap_or(&identity);
-        let mut sorted = layout.to_vec();
-        sorted.sort_unstable();
-        if sorted != identity {
-            return Err(StepErrorKind::BadLayout {
-                stage: self.stages[stage].name.clone(),
-                layout: layout.to_vec(),
-                rank,
-            });
-        }
+        let layout = &self.permutation(stage, layout, rank)?;
         for &r in readers {
             if r == stage || !self.stages[r].reads(&source) {
                 return Err(StepErrorKind::NotAReader {

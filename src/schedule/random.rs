@@ -255,7 +255,10 @@ pub fn propose<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
         }
         75..81 => Step::ComputeInline { stage: name },
         81..84 => Step::ComputeRoot { stage: name },
-        84..89 => Step::CacheWrite { stage: name },
+        84..89 => Step::CacheWrite {
+            stage: name,
+            layout: None,
+        },
         89..92 => {
             let producer = *pick(&(0..stages.len()).collect::<Vec<_>>(), rng)?;
             let readers = state.direct_consumers(producer);

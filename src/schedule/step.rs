@@ -103,10 +103,17 @@ pub enum Step {
         stage: String,
     },
     /// Adds a local stage `<stage>.local` that computes `stage`; `stage` then
-    /// copies it out. Must come before any loop transform of `stage`.
+    /// copies it out. Must come before any loop transform of `stage`. With
+    /// `layout`, the local buffer's dimensions are the stage's permuted
+    /// (local dimension `d` is stage dimension `layout[d]`), and the copy
+    /// out transposes: e.g. a convolution's `[n, k, y, x]` accumulated as
+    /// `[n, y, x, k]`, contiguous along the output channels.
     CacheWrite {
         /// The stage.
         stage: String,
+        /// A permutation of the stage's dimensions (absent: the same order).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        layout: Option<Vec<usize>>,
     },
     /// Adds a local stage `<stage>.local` copying `stage`, and makes `readers`
     /// read the copy. With `layout`, the copy's dimensions are the stage's
@@ -214,7 +221,7 @@ impl Step {
             | Step::ComputeAt { stage, .. }
             | Step::ComputeInline { stage }
             | Step::ComputeRoot { stage }
-            | Step::CacheWrite { stage }
+            | Step::CacheWrite { stage, .. }
             | Step::CacheRead { stage, .. }
             | Step::PackPanel { stage, .. }
             | Step::Rfactor { stage, .. }
@@ -255,7 +262,13 @@ impl fmt::Display for Step {
             } => write!(f, "compute_at {stage} -> {target}.{iter}"),
             Step::ComputeInline { stage } => write!(f, "compute_inline {stage}"),
             Step::ComputeRoot { stage } => write!(f, "compute_root {stage}"),
-            Step::CacheWrite { stage } => write!(f, "cache_write {stage}"),
+            Step::CacheWrite { stage, layout } => {
+                write!(f, "cache_write {stage}")?;
+                match layout {
+                    Some(layout) => write!(f, " in layout {layout:?}"),
+                    None => Ok(()),
+                }
+            }
             Step::CacheRead {
                 stage,
                 readers,

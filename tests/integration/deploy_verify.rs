@@ -556,3 +556,92 @@ fn the_cli_fails_a_kernel_that_answers_wrong_with_exit_3_and_says_where() {
         );
     }
 }
+
+/// The first sketch of a strided convolution whose name has every one of
+/// `parts`, filled at random with `seed`: its steps.
+fn conv_sketch_steps(task: &Task, parts: &[&str], seed: u64) -> Vec<Step> {
+    use rand::SeedableRng;
+    let target = tessera::runtime::Target::from_env();
+    let sketch = tessera::search::generate_sketches(task.dag(), &target)
+        .into_iter()
+        .find(|s| parts.iter().all(|p| s.name.contains(p)))
+        .unwrap_or_else(|| panic!("no sketch with {parts:?}"));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let decisions = tessera::search::random_decisions(&sketch, &mut rng);
+    tessera::search::materialize(task.dag(), &sketch, &decisions)
+        .unwrap_or_else(|e| panic!("{}: {e}", sketch.name))
+        .steps()
+        .to_vec()
+}
+
+#[test]
+fn convolution_layouts_verify_with_their_weights_laid_out_ahead_of_time() {
+    if tessera::runtime::Target::from_env().kernels().is_empty() {
+        println!("skipped: this host runs no micro-kernel");
+        return;
+    }
+    let dir = Scratch::new("deploy-verify-conv-layouts");
+    let mut db = TuningDb::open(&dir.join("tuning.db")).expect("db");
+    let fast = ok_result(1e-5, 1.8e9);
+    // Stride 2: the input gathered into a panel per n block; more output
+    // channels than columns: accumulated channel-innermost, the input in an
+    // A panel, the weight transposed (laid out ahead of time when deployed).
+    let cases = [
+        (
+            "N=1,C=6,H=13,W=11,K=5,R=3,S=3,stride=2,pad=1,dilation=1",
+            &["+pack_panel(pad)"][..],
+        ),
+        (
+            "N=1,C=5,H=12,W=10,K=16,R=1,S=1,stride=2,pad=0,dilation=1",
+            &[
+                "+transposed_accumulator",
+                "+a_panel",
+                "+pack_transposed(weight)",
+            ][..],
+        ),
+    ];
+    let mut tasks = Vec::new();
+    for (n, (shape, parts)) in cases.iter().enumerate() {
+        let task = Task::from_registry("conv2d", shape).expect("task");
+        let steps = conv_sketch_steps(&task, parts, n as u64);
+        let batch: Vec<(&[Step], &MeasureResult)> = vec![(&steps, &fast)];
+        db.record_batch(&task, host_device(), &batch)
+            .expect("recorded");
+        tasks.push(task);
+    }
+    let out = dir.join("schedules");
+    let options = DeployOptions {
+        out: out.clone(),
+        ..DeployOptions::default()
+    };
+    deploy::deploy(&db, host_device(), &options).expect("deployed");
+    let transposed = Artifact::read(
+        &host_dir(&out).join(
+            &Index::read(&host_dir(&out).join(INDEX_FILE))
+                .expect("index")
+                .artifacts
+                .iter()
+                .find(|e| e.readable == tasks[1].key().readable)
+                .expect("indexed")
+                .file,
+        ),
+    )
+    .expect("artifact");
+    assert_eq!(
+        transposed.layout_rewrites,
+        vec![LayoutRewrite {
+            input: "weight".into(),
+            layout: vec![1, 2, 3, 0],
+        }]
+    );
+    let report = deploy::verify(&out, None, &mut measurer()).expect("verified");
+    assert_eq!(report.artifacts.len(), 2, "{report:#?}");
+    for artifact in &report.artifacts {
+        assert_passed(artifact);
+    }
+    let prepacked = find(&report, &tasks[1].key().readable);
+    assert!(
+        matches!(&prepacked.outcome, VerifyOutcome::Passed { prepacked, .. } if prepacked == &["weight".to_string()]),
+        "{prepacked:?}"
+    );
+}

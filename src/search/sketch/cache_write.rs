@@ -22,6 +22,7 @@ fn cache_write(stage: &Stage, first: &[String]) -> (Vec<SketchStep>, Option<Stri
     let spatial = stage.spatial_axes();
     let mut steps = vec![SketchStep::Fixed(Step::CacheWrite {
         stage: stage.name.clone(),
+        layout: None,
     })];
     tile_ssrsrs(&local, &spatial, &stage.reduce_axes(), &mut steps);
     let pack_at = fuse_into(&local, &stage.name, &spatial, 0, first, &mut steps);

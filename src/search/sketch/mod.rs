@@ -44,7 +44,7 @@ use tiling::{MultiLevelTiling, MultiLevelTilingWithFusion};
 use vector_reduce::VectorReduce;
 
 /// Most sketches generated for one DAG.
-pub const MAX_SKETCHES: usize = 16;
+pub const MAX_SKETCHES: usize = 32;
 
 /// What a rule does with a stage (Ansor's `ConditionKind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,6 +155,11 @@ enum VariantKind {
     Tensorize {
         /// The micro-kernel's name.
         kernel: &'static str,
+        /// Whether its tiles are accumulated with another output axis
+        /// innermost and transposed on the way out.
+        transposed_accumulator: bool,
+        /// Whether its A operand is gathered into a panel at the root.
+        a_panel: bool,
         /// How its B operand is packed, if it is.
         packing: Option<Packing>,
     },
@@ -191,8 +196,19 @@ impl fmt::Display for VariantKind {
             VariantKind::TileWithCacheWrite => write!(f, "tile+cache_write"),
             VariantKind::TileWithPacking { input } => write!(f, "tile+cache_write+pack({input})"),
             VariantKind::Tile => write!(f, "tile"),
-            VariantKind::Tensorize { kernel, packing } => {
+            VariantKind::Tensorize {
+                kernel,
+                transposed_accumulator,
+                a_panel,
+                packing,
+            } => {
                 write!(f, "tensorize({kernel})")?;
+                if *transposed_accumulator {
+                    write!(f, "+transposed_accumulator")?;
+                }
+                if *a_panel {
+                    write!(f, "+a_panel")?;
+                }
                 match packing {
                     Some(Packing { operand, how }) => match how {
                         PackHow::None => Ok(()),

@@ -42,6 +42,12 @@ struct GemmShape {
     /// The axes of a `pack_panel` of B (k then n innermost), where one pays:
     /// B read with a stride or a window along n.
     b_panel: Option<Vec<String>>,
+    /// The operand read along m.
+    a_operand: String,
+    /// The axes of a `pack_panel` of A (k then m innermost, so the kernel
+    /// reads it with `a_rs = 1`), where one pays: A read with a stride or
+    /// a window along m (a convolution's input, accumulated channel-innermost).
+    a_panel: Option<Vec<String>>,
     /// Operands computed by other stages, which must be buffers (at the
     /// root), not inlined, for the kernel to read them.
     materialize: Vec<String>,
@@ -115,11 +121,25 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
             .is_some_and(|r| r.axes.iter().any(|a| form.coefficient(a.id()) != Some(0)))
     });
     let b_panel = (b_direct.is_none() || windowed).then_some(b_panel);
+    let a_gathers = a_idx.iter().any(|index| {
+        let form = Affine::of(index);
+        let along_m = form.coefficient(m.id()).unwrap_or(0);
+        along_m != 0
+            && (along_m != 1
+                || op.reduction().is_some_and(|r| {
+                    r.axes
+                        .iter()
+                        .any(|a| a.id() != k.id() && form.coefficient(a.id()) != Some(0))
+                }))
+    });
+    let a_panel = a_gathers.then(|| panel_axes(op, &a_idx, &n, &m, &k));
     Some(GemmShape {
         m,
         n,
         k,
         b_operand: b_t.name().to_string(),
+        a_operand: a_t.name().to_string(),
+        a_panel,
         b_direct: b_direct.is_some(),
         b_layout,
         b_panel,
@@ -170,8 +190,14 @@ fn fitting_kernels(target: &Target, m: i64, n: i64) -> Vec<(&'static MicroKernel
 
 /// Where the tensorized stage's tiles are computed.
 enum Host<'a> {
-    /// In a cache-write stage `<stage>.local`, computed per tile of the stage.
-    CacheWrite,
+    /// In a cache-write stage `<stage>.local`, computed per tile of the
+    /// stage; with `layout`, accumulated with the stage's dimensions in that
+    /// order (another output axis innermost: the kernel's n) and transposed
+    /// by the copy out.
+    CacheWrite {
+        /// The local buffer's dimension order, when not the stage's.
+        layout: Option<Vec<usize>>,
+    },
     /// Directly, per tile of its elementwise consumer `name`, whose axes
     /// `axes` correspond one to one to the stage's (bias + ReLU after dense).
     Consumer {
@@ -192,7 +218,7 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
     // The stage whose block is tensorized, the stage whose tiles host it,
     // and the host's names of the stage's axes.
     let (computed, host_stage, host_axes) = match host {
-        Host::CacheWrite => (format!("{stage}.local"), stage.to_string(), stage_axes),
+        Host::CacheWrite { .. } => (format!("{stage}.local"), stage.to_string(), stage_axes),
         Host::Consumer { name, axes } => (stage.to_string(), name.to_string(), axes.clone()),
     };
     let position = |axis: &Var| op.axes.iter().position(|a| a.id() == axis.id());
@@ -225,17 +251,27 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
     }
     let mut variants = Vec::new();
     for (kernel, m_t, n_t) in fitting_kernels(target, g.m.extent(), g.n.extent()) {
-        for &pack in &packs {
-            // A panel reads B wherever it is (padding inlined into it).
+        let a_panels: &[bool] = if g.a_panel.is_some() {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for (&pack, &a_panel) in packs
+            .iter()
+            .flat_map(|p| a_panels.iter().map(move |a| (p, a)))
+        {
+            // A panel reads its operand wherever it is (padding inlined into it).
             let mut steps: Vec<SketchStep> = g
                 .materialize
                 .iter()
                 .filter(|t| pack != PackHow::Panel || **t != g.b_operand)
+                .filter(|t| !a_panel || **t != g.a_operand)
                 .map(|t| SketchStep::Fixed(Step::ComputeRoot { stage: t.clone() }))
                 .collect();
-            if matches!(host, Host::CacheWrite) {
+            if let Host::CacheWrite { layout } = host {
                 steps.push(SketchStep::Fixed(Step::CacheWrite {
                     stage: stage.into(),
+                    layout: layout.clone(),
                 }));
             }
             for (axis, tile) in [(&hm, m_t), (&hn, n_t)] {
@@ -245,13 +281,26 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                     factors: vec![tile],
                 }));
             }
-            let mut order = outside(&host_axes);
-            order.extend([
-                format!("{hn}.0"),
-                format!("{hm}.0"),
-                format!("{hm}.1"),
-                format!("{hn}.1"),
-            ]);
+            // A transposed accumulator: the n blocks outermost, so that each
+            // block's B panel is packed once, and the copy out writes along
+            // the output's contiguous axis, m.
+            let transposed = matches!(host, Host::CacheWrite { layout: Some(_) });
+            let mut order = if transposed {
+                vec![format!("{hn}.0")]
+            } else {
+                Vec::new()
+            };
+            order.extend(outside(&host_axes));
+            if transposed {
+                order.extend([format!("{hm}.0"), format!("{hn}.1"), format!("{hm}.1")]);
+            } else {
+                order.extend([
+                    format!("{hn}.0"),
+                    format!("{hm}.0"),
+                    format!("{hm}.1"),
+                    format!("{hn}.1"),
+                ]);
+            }
             steps.push(SketchStep::Fixed(Step::Reorder {
                 stage: host_stage.clone(),
                 order,
@@ -316,6 +365,15 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                 }));
                 sites.push(site(packed, false, true, false));
             }
+            if a_panel {
+                let panel = format!("{}.panel", g.a_operand);
+                steps.push(SketchStep::Fixed(Step::PackPanel {
+                    stage: g.a_operand.clone(),
+                    reader: computed.clone(),
+                    axes: g.a_panel.clone().unwrap_or_default(),
+                }));
+                sites.push(site(&panel, true, true, false));
+            }
             let packing = packed.map(|_| Packing {
                 operand: g.b_operand.clone(),
                 how: pack,
@@ -324,6 +382,8 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                 stage: stage.to_string(),
                 kind: VariantKind::Tensorize {
                     kernel: kernel.name,
+                    transposed_accumulator: transposed,
+                    a_panel,
                     packing,
                 },
                 steps,
@@ -333,6 +393,38 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
     }
     variants
 }
+
+/// The layouts that put another output axis of `op` innermost where that
+/// makes a GEMM whose B is read directly along the new innermost axis (a
+/// convolution's output channels, B its weight), each with `op` over its
+/// axes in that order. Offered where the innermost axis is short for a
+/// micro-kernel's n tile (a convolution's output row) and the other
+/// longer.
+fn transposed_accumulators(op: &ComputeOp) -> Vec<(Vec<usize>, ComputeOp)> {
+    let rank = op.axes.len();
+    let Some(last) = op.axes.last() else {
+        return Vec::new();
+    };
+    (0..rank.saturating_sub(1))
+        .rev()
+        .filter(|&d| op.axes[d].extent() > last.extent() && last.extent() < SHORT_N)
+        .filter_map(|d| {
+            let mut layout: Vec<usize> = (0..rank).filter(|&x| x != d).collect();
+            layout.push(d);
+            let permuted = ComputeOp {
+                axes: layout.iter().map(|&x| op.axes[x].clone()).collect(),
+                body: op.body.clone(),
+            };
+            let g = gemm_shape(&permuted)?;
+            (g.n.id() == op.axes[d].id() && g.b_direct).then_some((layout, permuted))
+        })
+        .take(1)
+        .collect()
+}
+
+/// An innermost output axis shorter than this leaves a micro-kernel's n
+/// tiles mostly edges (a convolution's 7-, 14-, 28- or 56-wide rows).
+const SHORT_N: i64 = 64;
 
 /// How a tensorized sketch packs its B operand into panels.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -394,7 +486,21 @@ impl SketchRule for Tensorize {
 
     fn apply(&self, stage: &Stage, target: &Target) -> Vec<Variant> {
         let host = match (&self.into, &stage.fusible_consumer) {
-            (TensorizeInto::CacheWrite, _) => Host::CacheWrite,
+            (TensorizeInto::CacheWrite, _) => {
+                let mut variants = tensorize_variants(
+                    target,
+                    &stage.name,
+                    &stage.op,
+                    &Host::CacheWrite { layout: None },
+                );
+                for (layout, op) in transposed_accumulators(&stage.op) {
+                    let host = Host::CacheWrite {
+                        layout: Some(layout),
+                    };
+                    variants.extend(tensorize_variants(target, &stage.name, &op, &host));
+                }
+                return variants;
+            }
             (TensorizeInto::FusedConsumer, Some(consumer)) => Host::Consumer {
                 name: &consumer.name,
                 axes: consumer.axes.clone(),

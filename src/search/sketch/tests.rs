@@ -186,6 +186,8 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
     };
     let packed = |how| VariantKind::Tensorize {
         kernel: "avx2_6x16",
+        transposed_accumulator: false,
+        a_panel: false,
         packing: Some(Packing {
             operand: "B".into(),
             how,
@@ -201,6 +203,14 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
         VariantKind::Tile,
         VariantKind::Tensorize {
             kernel: "avx2_6x16",
+            transposed_accumulator: false,
+            a_panel: false,
+            packing: None,
+        },
+        VariantKind::Tensorize {
+            kernel: "avx2_6x16",
+            transposed_accumulator: true,
+            a_panel: true,
             packing: None,
         },
         packed(PackHow::Copy),
@@ -221,6 +231,7 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
             "C:tile+cache_write+pack(A)",
             "C:tile",
             "C:tensorize(avx2_6x16)",
+            "C:tensorize(avx2_6x16)+transposed_accumulator+a_panel",
             "C:tensorize(avx2_6x16)+pack(B)",
             "C:tensorize(avx2_6x16)+pack_transposed(B)",
             "C:tensorize(avx2_6x16)+pack_panel(B)",
@@ -322,13 +333,29 @@ fn gemm_shaped_stages_get_tensorized_sketches_with_and_without_packing() {
         .iter()
         .filter(|s| s.name.contains("tensorize"))
         .collect();
+    let (transposed, strided): (Vec<&Sketch>, Vec<&Sketch>) = strided
+        .into_iter()
+        .partition(|s| s.name.contains("+transposed_accumulator"));
     assert!(!strided.is_empty());
+    // Accumulated as [n, y, x, k], the weight is B, read along k.
+    assert!(!transposed.is_empty());
+    for sketch in &transposed {
+        assert!(
+            sketch.name.contains("+transposed_accumulator")
+                && sketch.name.ends_with("+pack_transposed(weight)"),
+            "{}",
+            sketch.name
+        );
+        assert!(fixed(sketch).iter().any(|s| matches!(s,
+            Step::CacheWrite { stage, layout: Some(l) } if stage == "conv2d" && l == &[0, 2, 3, 1])));
+    }
     for sketch in &strided {
         assert!(sketch.name.ends_with("+pack_panel(pad)"), "{}", sketch.name);
         assert!(fixed(sketch).iter().any(|s| matches!(s,
             Step::PackPanel { stage, axes, .. } if stage == "pad" && axes.ends_with(&["rc".into(), "i3".into()]))));
     }
     assert!(strided.iter().any(|s| s.name.starts_with("pad:inline ")));
+    assert!(transposed.iter().any(|s| s.name.contains("+a_panel")));
     let padded = sketches_of("conv2d", "N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=1,pad=1");
     let padded: Vec<&Sketch> = padded
         .iter()
@@ -339,6 +366,7 @@ fn gemm_shaped_stages_get_tensorized_sketches_with_and_without_packing() {
         padded
             .iter()
             .filter(|s| !s.name.ends_with("+pack_panel(pad)"))
+            .filter(|s| !s.name.contains("+transposed_accumulator"))
             .all(|s| s.name.starts_with("pad:simple "))
     );
 }

@@ -144,7 +144,7 @@ fn a_prime_reduction_is_tensorized_with_an_edge_block_of_k() {
 }
 
 #[test]
-fn strided_and_padded_convolutions_are_tensorized_through_a_panel() {
+fn strided_and_padded_convolutions_are_tensorized_through_a_panel_or_a_transposed_accumulator() {
     // (NHWC convolutions read the strided input as A, which the kernels
     // read at any stride: they need no panel.)
     let cases: [(&str, Vec<(&str, i64)>); 3] = [
@@ -192,22 +192,30 @@ fn strided_and_padded_convolutions_are_tensorized_through_a_panel() {
             ],
         ),
     ];
+    let mut transposed = 0;
     for (op, params) in cases {
         let dag = build(op, &params);
         let label = format!("{op} {params:?}");
-        let panels: Vec<_> = generate_sketches(&dag, &host())
+        let sketches: Vec<_> = generate_sketches(&dag, &host())
             .into_iter()
-            .filter(|s| s.name.contains("+pack_panel("))
+            .filter(|s| {
+                s.name.contains("+pack_panel(") || s.name.contains("+transposed_accumulator")
+            })
             .collect();
-        assert!(!panels.is_empty(), "{label}: no panel sketch");
-        for sketch in &panels {
+        assert!(
+            sketches.iter().any(|s| s.name.contains("+pack_panel(")),
+            "{label}: no panel sketch"
+        );
+        for sketch in &sketches {
+            transposed += usize::from(sketch.name.contains("+transposed_accumulator"));
             for seed in 0..4 {
                 let decisions = random_decisions(sketch, &mut StdRng::seed_from_u64(seed));
                 let state = materialize(&dag, sketch, &decisions)
                     .unwrap_or_else(|e| panic!("{label} [{}]: {e}", sketch.name));
-                assert!(
+                assert_eq!(
                     state.stages().iter().any(|s| s.name.ends_with(".panel")),
-                    "{label} [{}]: no panel stage",
+                    sketch.name.contains("+pack_panel(") || sketch.name.contains("+a_panel"),
+                    "{label} [{}]: panel stage",
                     sketch.name
                 );
                 check_tensorized(
@@ -219,6 +227,10 @@ fn strided_and_padded_convolutions_are_tensorized_through_a_panel() {
             }
         }
     }
+    // The 1x1 convolution has more output channels (7) than output columns
+    // (6): its tiles are also accumulated channel-innermost, its input read
+    // in place or gathered into an A panel.
+    assert!(transposed > 1, "{transposed} transposed accumulators");
 }
 
 #[test]
