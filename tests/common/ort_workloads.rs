@@ -58,6 +58,10 @@ pub struct Tensor {
     /// The ONNX shape is the tessera tensor's data viewed in another shape.
     #[serde(default)]
     pub reshape: bool,
+    /// A weight: by default an ORT initializer and laid out ahead of time
+    /// by tessera (`bench --constants`).
+    #[serde(default)]
+    pub constant: bool,
 }
 
 /// A constant of the graph.
@@ -122,6 +126,13 @@ pub fn check_row(row: &Row) -> Result<(), String> {
         .collect();
     match_tensors("input", &row.inputs, &dag_inputs)?;
     match_tensors("output", &row.outputs, &dag_outputs)?;
+    // A constant is laid out as tessera reads it: the same shape.
+    if let Some(t) = row.inputs.iter().find(|t| t.constant && t.reshape) {
+        return Err(format!(
+            "input {}: a constant must have tessera's shape (no reshape)",
+            t.name
+        ));
+    }
     check_wiring(row)
 }
 
