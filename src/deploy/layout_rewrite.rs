@@ -3,11 +3,12 @@
 //! through one `cache_read` copy (a packing, often transposing), and the
 //! input is a constant weight, the copy can be made once ahead of time. The
 //! rewritten kernel then takes the input already in the copy's layout, and
-//! the copy stage and its steps disappear.
+//! the copy stage and its steps disappear — unless it packs panels inside a
+//! loop, where it stays as a plain contiguous copy of the laid-out input.
 
 use serde::{Deserialize, Serialize};
 
-use crate::schedule::{State, Step};
+use crate::schedule::{ComputeAt, State, Step};
 use crate::te::ComputeDag;
 
 use super::error::DeployError;
@@ -227,15 +228,39 @@ pub fn rewrite_layouts(
     let layouts: Vec<(usize, Vec<usize>)> =
         chosen.iter().map(|c| (c.input, c.layout.clone())).collect();
     let new_dag = permute_inputs(dag, &layouts)?;
+    // A transposing copy computed inside a loop packs panels for a
+    // micro-kernel: reading the laid-out input in place instead would walk
+    // it with a row stride the size of the whole input (a page a row), so
+    // the panel copy stays, now a plain contiguous copy.
+    let state = State::replay(dag, steps)?;
+    let keeps_panels = |c: &Copy| {
+        c.layout.iter().enumerate().any(|(d, &l)| d != l)
+            && state
+                .stages()
+                .iter()
+                .find(|s| s.name == c.stage)
+                .is_some_and(|s| matches!(s.compute_at, ComputeAt::At { .. }))
+    };
     let new_steps: Vec<Step> = steps
         .iter()
         .enumerate()
-        .filter(|(n, step)| {
-            !chosen
+        .filter_map(|(n, step)| {
+            match chosen
                 .iter()
-                .any(|c| c.step == *n || step.stage() == c.stage)
+                .find(|c| c.step == n || step.stage() == c.stage)
+            {
+                None => Some(step.clone()),
+                Some(c) if keeps_panels(c) => Some(match step {
+                    Step::CacheRead { stage, readers, .. } if c.step == n => Step::CacheRead {
+                        stage: stage.clone(),
+                        readers: readers.clone(),
+                        layout: None,
+                    },
+                    other => other.clone(),
+                }),
+                Some(_) => None,
+            }
         })
-        .map(|(_, step)| step.clone())
         .collect();
     State::replay(&new_dag, &new_steps)?;
     let rewrites = chosen

@@ -75,23 +75,39 @@ fn run(dag: &ComputeDag, steps: &[Step], inputs: &[HostTensor]) -> Vec<HostTenso
         .unwrap_or_else(|e| panic!("runs: {e}"))
 }
 
-/// Rewrites `constants` of `steps` on `dag`, checks the copies are gone and
-/// the rewritten kernel on packed inputs matches the reference.
+/// Rewrites `constants` of `steps` on `dag`, checks the copies are gone (or,
+/// transposing panel copies, plain) and the rewritten kernel on packed
+/// inputs matches the reference.
 fn check_rewrite(label: &str, dag: &ComputeDag, steps: &[Step], constants: &[&str]) {
     let (new_dag, new_steps, rewrites) =
         rewrite_layouts(dag, steps, constants).unwrap_or_else(|e| panic!("{label}: {e}"));
     for rewrite in &rewrites {
         let copy = format!("{}.local", rewrite.input);
-        assert!(
-            !new_steps.iter().any(|s| s.stage() == copy
-                || matches!(s, Step::CacheRead { stage, .. } if *stage == rewrite.input)),
-            "{label}: a step of {copy} survived: {new_steps:?}"
-        );
+        let kept = new_steps
+            .iter()
+            .find(|s| matches!(s, Step::CacheRead { stage, .. } if *stage == rewrite.input));
         let state = State::replay(&new_dag, &new_steps).expect("replays");
-        assert!(
-            state.stage_index(&copy).is_none(),
-            "{label}: {copy} is gone"
-        );
+        match kept {
+            // A transposing panel copy stays, as a plain copy.
+            Some(Step::CacheRead { layout, .. }) => {
+                assert_eq!(layout, &None, "{label}: {copy} still transposes");
+                assert!(
+                    rewrite.layout.iter().enumerate().any(|(d, &l)| d != l),
+                    "{label}: a plain copy of {} was kept",
+                    rewrite.input
+                );
+            }
+            _ => {
+                assert!(
+                    !new_steps.iter().any(|s| s.stage() == copy),
+                    "{label}: a step of {copy} survived: {new_steps:?}"
+                );
+                assert!(
+                    state.stage_index(&copy).is_none(),
+                    "{label}: {copy} is gone"
+                );
+            }
+        }
     }
     let inputs = random_inputs(dag, 3);
     let packed: Vec<HostTensor> = inputs
@@ -109,7 +125,7 @@ fn check_rewrite(label: &str, dag: &ComputeDag, steps: &[Step], constants: &[&st
 }
 
 #[test]
-fn a_transposing_pack_of_the_weight_is_planned_and_rewritten_away() {
+fn a_transposing_pack_of_the_weight_is_planned_and_rewritten_into_a_plain_copy() {
     let dag = dense();
     let steps = tensorized_dense();
     assert_eq!(
@@ -125,17 +141,15 @@ fn a_transposing_pack_of_the_weight_is_planned_and_rewritten_away() {
     assert_eq!(new_dag.inputs()[1].name(), "weight");
     assert_eq!(new_dag.inputs()[1].shape(), &[24, 40]);
     assert_eq!(new_dag.inputs()[0].shape(), dag.inputs()[0].shape());
-    assert_eq!(new_steps.len(), steps.len() - 3);
-    assert!(
-        new_steps
-            .iter()
-            .all(|s| !matches!(s, Step::CacheRead { .. }) && s.stage() != "weight.local")
-    );
-    // Still one micro-kernel call, now reading the packed weight directly.
+    // The panels are still packed per n block (read in place, the laid-out
+    // weight would be walked a whole row apart per k), now by a plain copy.
+    assert_eq!(new_steps.len(), steps.len());
+    assert!(new_steps.iter().any(|s| matches!(s,
+        Step::CacheRead { stage, layout: None, .. } if stage == "weight")));
     let state = State::replay(&new_dag, &new_steps).expect("replays");
     let ir = tir::lower(&state).expect("lowers").to_string();
     assert!(ir.contains("micro-kernel generic_4x4"), "{ir}");
-    assert!(!ir.contains("weight.local"), "{ir}");
+    assert!(ir.contains("weight.local"), "{ir}");
     check_rewrite("tensorized dense", &dag, &steps, &["weight"]);
 }
 
