@@ -1,8 +1,10 @@
 /* Calls a matmul kernel compiled ahead of time by tessera and checks it
  * against a naive loop. The kernel must have been written with the symbol
- * `matmul` (files matmul.o, matmul.h, tessera_runtime.c; see README.md):
+ * `matmul` (files matmul.o, matmul.h, tessera_runtime.c, tessera_kernels.c;
+ * see README.md):
  *
- *   cc -O2 -I<dir> main.c <dir>/tessera_runtime.c <dir>/matmul.o -lm -lpthread -o matmul_aot
+ *   cc -O2 -I<dir> main.c <dir>/tessera_runtime.c <dir>/tessera_kernels.c <dir>/matmul.o \
+ *      -lm -lpthread -o matmul_aot
  *   ./matmul_aot
  *
  * Prints the shape, the time of one call and the largest error; exits 0 when

@@ -44,7 +44,8 @@ pub(crate) struct DeployArgs {
     #[arg(long)]
     force: bool,
     /// Also compile each deployed kernel ahead of time: OUT/<device>/aot/
-    /// gets `<op>_<key>.o`, its C header and `tessera_runtime.c`.
+    /// gets `<op>_<key>.o`, its C header, `tessera_runtime.c` and
+    /// `tessera_kernels.c` (the micro-kernels tensorized kernels call).
     #[arg(long, conflicts_with = "device")]
     aot: bool,
     /// Deploy another device's records instead of this machine's: a
@@ -178,6 +179,7 @@ fn deploy_for(
                         "object": o.files.object.display().to_string(),
                         "header": o.files.header.display().to_string(),
                         "runtime": o.files.runtime.display().to_string(),
+                        "kernels": o.files.kernels.display().to_string(),
                     })),
                 })
             })

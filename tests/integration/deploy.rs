@@ -292,6 +292,31 @@ fn deploy_aot_writes_an_object_a_c_program_links_and_calls() {
     let dir = Scratch::new("deploy-aot");
     let (db, task) = tuned_db(&dir);
     drop(db);
+    deploy_aot_link_and_run(&dir, &task);
+}
+
+#[test]
+fn deploy_aot_of_a_tensorized_record_links_with_the_c_micro_kernels() {
+    use crate::tensorize::step::packed;
+    let kernel = common::isa_coverage(&tessera::runtime::Target::from_env())
+        .kernels()
+        .into_iter()
+        .max_by_key(|k| k.isa)
+        .expect("a micro-kernel");
+    let dir = Scratch::new("deploy-aot-tensorized");
+    let task = Task::from_registry("matmul", "M=37,N=45,K=29").expect("task");
+    let steps = packed(kernel.mr as i64, kernel.nr as i64, kernel.name);
+    let mut db = TuningDb::open(&dir.join("tuning.db")).expect("db");
+    db.record_batch(&task, host_device(), &[(&steps, &ok_result(1e-5, 1.8e9))])
+        .expect("recorded");
+    drop(db);
+    deploy_aot_link_and_run(&dir, &task);
+}
+
+/// `tessera deploy --aot` of the matmul record of `task` in
+/// `dir/tuning.db`; a C program linking its object, the runtime and the
+/// micro-kernels checks it against a naive loop.
+fn deploy_aot_link_and_run(dir: &Path, task: &Task) {
     let out = dir.join("schedules");
     let run = tessera(&[
         "deploy",
@@ -311,9 +336,10 @@ fn deploy_aot_writes_an_object_a_c_program_links_and_calls() {
     let aot = &report["workloads"][0]["aot"];
     let symbol = aot["symbol"].as_str().expect("symbol");
     assert_eq!(symbol, format!("matmul_{}", task.key().short_hash()));
-    let (object, runtime) = (
+    let (object, runtime, kernels) = (
         aot["object"].as_str().expect("object"),
         aot["runtime"].as_str().expect("runtime"),
+        aot["kernels"].as_str().expect("kernels"),
     );
     let include = Path::new(aot["header"].as_str().expect("header"))
         .parent()
@@ -351,7 +377,7 @@ int main(void) {{
         .args(["-O2", "-Wall", "-I"])
         .arg(&include)
         .arg(&source)
-        .args([runtime, object])
+        .args([runtime, kernels, object])
         .args(["-lm", "-lpthread", "-o"])
         .arg(&program)
         .output()

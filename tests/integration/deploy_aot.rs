@@ -16,7 +16,7 @@ use common::Scratch;
 use common::double_double::DoubleDouble;
 
 use tessera::codegen::{self, CodegenOptions};
-use tessera::deploy::aot::{AotError, RUNTIME_FILE, write_aot};
+use tessera::deploy::aot::{AotError, KERNELS_FILE, RUNTIME_FILE, write_aot};
 use tessera::ops;
 use tessera::schedule::{Annotation, State, Step, steps_from_json};
 use tessera::te::{self, ComputeDag, DType, HostData, HostTensor};
@@ -510,5 +510,277 @@ fn aot_errors_name_the_path_and_leave_nothing_behind() {
         })
         .collect();
     names.sort();
-    assert_eq!(names, ["k.h", "k.o", RUNTIME_FILE]);
+    assert_eq!(names, ["k.h", "k.o", KERNELS_FILE, RUNTIME_FILE]);
+}
+
+/// A C program that runs the kernel `KSYM` (defined on the command line)
+/// on raw f32 files: `prog INPUTS OUTPUTS (PATH COUNT)...`, inputs read,
+/// outputs written after a NaN fill.
+const RAW_DRIVER: &str = r#"
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void KSYM(void **args);
+
+int main(int argc, char **argv) {
+  if (argc < 3) return 2;
+  int inputs = atoi(argv[1]), outputs = atoi(argv[2]);
+  if (inputs + outputs > 16 || argc != 3 + 2 * (inputs + outputs)) return 2;
+  void *args[16];
+  for (int i = 0; i < inputs + outputs; i++) {
+    long count = atol(argv[4 + 2 * i]);
+    float *data = malloc((size_t)(count > 0 ? count : 1) * sizeof(float));
+    if (!data) return 3;
+    if (i < inputs) {
+      FILE *f = fopen(argv[3 + 2 * i], "rb");
+      if (!f || fread(data, sizeof(float), (size_t)count, f) != (size_t)count) return 4;
+      fclose(f);
+    } else {
+      for (long j = 0; j < count; j++) data[j] = NAN;
+    }
+    args[i] = data;
+  }
+  KSYM(args);
+  for (int i = inputs; i < inputs + outputs; i++) {
+    long count = atol(argv[4 + 2 * i]);
+    FILE *f = fopen(argv[3 + 2 * i], "wb");
+    if (!f || fwrite(args[i], sizeof(float), (size_t)count, f) != (size_t)count) return 5;
+    fclose(f);
+  }
+  puts("ran");
+  return 0;
+}
+"#;
+
+/// Compiles `dag` under `steps` ahead of time as `symbol` into `dir`, links
+/// it with the runtime, the micro-kernels and [`RAW_DRIVER`], runs it on
+/// random inputs and checks its outputs against the te interpreter.
+fn check_aot_against_the_reference(
+    dir: &Path,
+    label: &str,
+    dag: &ComputeDag,
+    steps: &[Step],
+    symbol: &str,
+) {
+    let state = State::replay(dag, steps).unwrap_or_else(|e| panic!("{label}: {e}"));
+    let func = tir::lower(&state).unwrap_or_else(|e| panic!("{label}: {e}"));
+    let files = write_aot(&func, symbol, label, dir, &CodegenOptions::default())
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let driver = dir.join("raw_driver.c");
+    std::fs::write(&driver, RAW_DRIVER).expect("write the driver");
+    let program = dir.join(format!("{symbol}_run"));
+    let mut command = Command::new("cc");
+    command
+        .args(["-O2", "-Wall", "-Werror"])
+        .arg(format!("-DKSYM={symbol}"))
+        .args([&driver, &files.runtime, &files.kernels, &files.object])
+        .args(["-lm", "-lpthread", "-o"])
+        .arg(&program);
+    let out = run(&mut command, "the C compiler");
+    assert!(
+        out.status.success(),
+        "{label}: cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let inputs = common::random_inputs(dag, 7);
+    let want = common::reference(dag, &inputs);
+    let mut args: Vec<String> = vec![inputs.len().to_string(), want.len().to_string()];
+    for (n, tensor) in inputs.iter().enumerate() {
+        let path = dir.join(format!("{symbol}_in{n}.f32"));
+        let bytes: Vec<u8> = tensor
+            .as_f32()
+            .expect("f32 input")
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        std::fs::write(&path, bytes).expect("write an input");
+        args.extend([path.display().to_string(), tensor.len().to_string()]);
+    }
+    let outputs: Vec<std::path::PathBuf> = (0..want.len())
+        .map(|n| dir.join(format!("{symbol}_out{n}.f32")))
+        .collect();
+    for (path, tensor) in outputs.iter().zip(&want) {
+        args.extend([path.display().to_string(), tensor.len().to_string()]);
+    }
+    let out = run(Command::new(&program).args(&args), "the linked program");
+    assert!(
+        out.status.success(),
+        "{label}: {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Vec<HostTensor> = outputs
+        .iter()
+        .zip(&want)
+        .map(|(path, tensor)| {
+            let bytes = std::fs::read(path).expect("read an output");
+            let values: Vec<f32> = bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            HostTensor::from_f32(tensor.shape(), values).expect("output size")
+        })
+        .collect();
+    common::assert_close(label, &got, &want, common::reduction_length(dag));
+}
+
+#[test]
+fn aot_tensorized_kernels_of_every_isa_here_link_and_match_the_reference() {
+    use crate::tensorize::step::{direct, packed};
+    let target = tessera::runtime::Target::from_env();
+    let coverage = common::isa_coverage(&target);
+    let dir = Scratch::new("aot-tensorized");
+    let matmul = |shape: &str| {
+        let spec = ops::find("matmul").expect("matmul");
+        spec.build(&spec.parse_shape(shape).expect("shape"))
+            .expect("dag")
+    };
+    for kernel in coverage.kernels() {
+        let (mr, nr) = (kernel.mr as i64, kernel.nr as i64);
+        // Full tiles and edge tiles in both directions, K split with an edge.
+        let dag = matmul(&format!("M={},N={},K=29", 3 * mr + 1, 2 * nr + 3));
+        let label = format!("{} packed", kernel.name);
+        check_aot_against_the_reference(
+            &dir,
+            &label,
+            &dag,
+            &packed(mr, nr, kernel.name),
+            &format!("mm_{}", kernel.name),
+        );
+        let label = format!("{} direct", kernel.name);
+        check_aot_against_the_reference(
+            &dir,
+            &label,
+            &dag,
+            &direct(mr, nr, Some(8), kernel.name),
+            &format!("mm_direct_{}", kernel.name),
+        );
+    }
+    // A dense layer: the weight [N, K] packed transposed per n block.
+    let Some(kernel) = coverage.kernels().into_iter().max_by_key(|k| k.isa) else {
+        panic!("no micro-kernel at all");
+    };
+    let spec = ops::find("dense").expect("dense");
+    let dag = spec
+        .build(&spec.parse_shape("M=13,N=45,K=19").expect("shape"))
+        .expect("dag");
+    let steps = steps_from_json(&format!(
+        r#"[
+        {{"kind":"cache_write","stage":"dense"}},
+        {{"kind":"cache_read","stage":"weight","readers":["dense.local"],"layout":[1,0]}},
+        {{"kind":"split","stage":"dense","iter":"i0","factors":[{mr}]}},
+        {{"kind":"split","stage":"dense","iter":"i1","factors":[{nr}]}},
+        {{"kind":"reorder","stage":"dense","order":["i1.0","i0.0","i0.1","i1.1"]}},
+        {{"kind":"compute_at","stage":"dense.local","target":"dense","iter":"i0.0"}},
+        {{"kind":"compute_at","stage":"weight.local","target":"dense","iter":"i1.0"}},
+        {{"kind":"reorder","stage":"dense.local","order":["k","i0","i1"]}},
+        {{"kind":"tensorize","stage":"dense.local","iter":"k","intrinsic":"{name}"}},
+        {{"kind":"annotate","stage":"dense","iter":"i1.0","annotation":"parallel"}}
+    ]"#,
+        mr = kernel.mr,
+        nr = kernel.nr,
+        name = kernel.name
+    ))
+    .expect("steps");
+    check_aot_against_the_reference(&dir, "dense transposed pack", &dag, &steps, "dense_packed");
+    let header = std::fs::read_to_string(dir.join("dense_packed.h")).expect("header");
+    assert!(
+        header.contains(&format!(
+            "Micro-kernels: {} ({})",
+            kernel.name,
+            kernel.isa.name()
+        )) && header.contains(&format!(
+            "#define DENSE_PACKED_ISA \"{}\"",
+            kernel.isa.name()
+        )) && header.contains("tessera_kernels.c dense_packed.o"),
+        "{header}"
+    );
+}
+
+#[test]
+fn the_c_micro_kernels_are_the_registry_and_compile_without_warnings() {
+    let source = tessera::deploy::aot::kernels_source();
+    for kernel in tessera::runtime::micro_kernels::all_kernels() {
+        let definition = format!("({}, {}, {})", kernel.name, kernel.mr, kernel.nr);
+        assert!(source.contains(&definition), "{} missing", kernel.name);
+    }
+    let dir = Scratch::new("aot-kernels-c");
+    let file = dir.join(tessera::deploy::aot::KERNELS_FILE);
+    std::fs::write(&file, &source).expect("write");
+    let out = run(
+        Command::new("cc")
+            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-c"])
+            .arg(&file)
+            .arg("-o")
+            .arg(dir.join("kernels.o")),
+        "the C compiler",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_c_micro_kernel_stops_with_a_message_on_a_cpu_without_its_isa() {
+    let widest = tessera::runtime::micro_kernels::all_kernels()
+        .iter()
+        .max_by_key(|k| k.isa)
+        .expect("a kernel");
+    let dir = Scratch::new("aot-kernels-isa");
+    let kernels = dir.join(KERNELS_FILE);
+    std::fs::write(&kernels, tessera::deploy::aot::kernels_source()).expect("write");
+    let main = dir.join("call.c");
+    let symbol = format!("tessera_micro_kernel_{}", widest.name);
+    std::fs::write(
+        &main,
+        format!(
+            r#"#include <stdint.h>
+#include <stdio.h>
+int tessera_cpu_supports(const char *isa);
+void {symbol}(int64_t, const float *, int64_t, int64_t, const float *, int64_t, float *,
+              int64_t, int64_t, int64_t, int64_t);
+int main(void) {{
+  static float a[64 * 64], b[64 * 64], c[64 * 64];
+  printf("supports %d\n", tessera_cpu_supports("{isa}"));
+  fflush(stdout);
+  {symbol}(4, a, 4, 1, b, {nr}, c, {nr}, {mr}, {nr}, 0);
+  puts("called");
+  return 0;
+}}
+"#,
+            isa = widest.isa.name(),
+            mr = widest.mr,
+            nr = widest.nr
+        ),
+    )
+    .expect("write");
+    let program = dir.join("call");
+    cc(&dir, &[&main, &kernels], &program);
+    let out = run(&mut Command::new(&program), "the program");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if tessera::runtime::Target::from_env().cpu_isa() >= widest.isa {
+        assert!(
+            out.status.success() && stdout.contains("supports 1\ncalled"),
+            "{stdout}{stderr}"
+        );
+    } else {
+        assert!(!out.status.success(), "{stdout}");
+        assert!(
+            stdout.contains("supports 0") && !stdout.contains("called"),
+            "{stdout}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "micro-kernel {} needs the {} instruction set, which this CPU lacks",
+                widest.name,
+                widest.isa.name()
+            )),
+            "{stderr}"
+        );
+    }
 }

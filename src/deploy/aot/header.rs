@@ -9,7 +9,24 @@ use crate::codegen::{self, KernelParam};
 use crate::te::DType;
 use crate::tir::PrimFunc;
 
-use super::RUNTIME_FILE;
+use super::{KERNELS_FILE, RUNTIME_FILE};
+use crate::runtime::micro_kernels::{self, Isa, MicroKernel};
+use crate::tir::Stmt;
+
+/// The registry's micro-kernels `func` calls, each once, by name.
+fn micro_kernels_called(func: &PrimFunc) -> Vec<&'static MicroKernel> {
+    let mut kernels: Vec<&'static MicroKernel> = Vec::new();
+    func.body.visit(&mut |s| {
+        if let Stmt::MicroKernelCall(call) = s
+            && let Some(kernel) = micro_kernels::find(&call.kernel)
+            && !kernels.iter().any(|k| k.name == kernel.name)
+        {
+            kernels.push(kernel);
+        }
+    });
+    kernels.sort_by_key(|k| k.name);
+    kernels
+}
 
 /// C keywords and names the header itself uses, which parameters must not take.
 const RESERVED: &[&str] = &[
@@ -144,9 +161,22 @@ pub(super) fn header_source(
         " *           (the object runs only on CPUs with these ISA extensions)"
     );
     let _ = writeln!(h, " *");
+    let kernels = micro_kernels_called(func);
+    if !kernels.is_empty() {
+        let names: Vec<String> = kernels
+            .iter()
+            .map(|k| format!("{} ({})", k.name, k.isa.name()))
+            .collect();
+        let _ = writeln!(h, " * Micro-kernels: {}", names.join(", "));
+        let _ = writeln!(
+            h,
+            " *           ({KERNELS_FILE} checks the CPU runs their instruction set at the first call)"
+        );
+        let _ = writeln!(h, " *");
+    }
     let _ = writeln!(
         h,
-        " * Link: cc -O2 main.c {RUNTIME_FILE} {symbol}.o -lm -lpthread"
+        " * Link: cc -O2 main.c {RUNTIME_FILE} {KERNELS_FILE} {symbol}.o -lm -lpthread"
     );
     let _ = writeln!(
         h,
@@ -190,6 +220,12 @@ pub(super) fn header_source(
         "/* The entry point: args[i] points to parameter i (inputs, then outputs). */"
     );
     let _ = writeln!(h, "void {symbol}(void **args);\n");
+    let widest = kernels.iter().map(|k| k.isa).max().unwrap_or(Isa::Generic);
+    let _ = writeln!(
+        h,
+        "/* The widest micro-kernel instruction set the kernel calls: tessera_cpu_supports({upper}_ISA) is 1 where it runs. */"
+    );
+    let _ = writeln!(h, "#define {upper}_ISA \"{}\"\n", widest.name());
     let typed: Vec<String> = params
         .iter()
         .zip(&names)
@@ -238,6 +274,9 @@ const RUNTIME_DECLARATIONS: &str = "\
 /* From tessera_runtime.c: threads used by parallel loops. */
 int tessera_num_threads(void);
 void tessera_set_num_threads(int threads);
+/* From tessera_kernels.c: 1 where this CPU runs the instruction set `isa`
+ * (generic, sse, avx2, avx512), 0 where not, -1 for an unknown name. */
+int tessera_cpu_supports(const char *isa);
 #endif
 ";
 

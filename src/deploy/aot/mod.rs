@@ -10,13 +10,18 @@
 //!   point and a typed wrapper `<symbol>_call(...)` (`header.rs`);
 //! - `tessera_runtime.c`: the functions kernels import (a pthread pool for
 //!   parallel loops, aligned heap blocks, libm math), the same for every
-//!   kernel (the file `tessera_runtime.c` beside this one, copied as is).
+//!   kernel (the file `tessera_runtime.c` beside this one, copied as is);
+//! - `tessera_kernels.c`: the GEMM micro-kernels tensorized kernels call,
+//!   one C function per kernel of tessera's registry with the same ABI
+//!   (`tessera_kernels.c` beside this one, then the registry's list), each
+//!   compiled for its instruction set and checking the CPU has it before
+//!   its first call.
 //!
 //! [`compile_deployed`] does this for every artifact `tessera deploy --aot`
 //! deployed, into `<device>/aot/` (in `compile_deployed.rs`).
 //!
-//! Build a program with `cc -O2 main.c tessera_runtime.c <symbol>.o -lm
-//! -lpthread`. The object uses every ISA extension of the machine that
+//! Build a program with `cc -O2 main.c tessera_runtime.c tessera_kernels.c
+//! <symbol>.o -lm -lpthread`. The object uses every ISA extension of the machine that
 //! compiled it (named in the header), so it runs on CPUs that have them.
 
 mod compile_deployed;
@@ -28,6 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use thiserror::Error;
 
 use crate::codegen::{self, CodegenError, CodegenOptions, is_c_identifier};
+use crate::runtime::micro_kernels::{self, Isa};
 use crate::tir::PrimFunc;
 
 pub use compile_deployed::{AOT_DIR, AotWorkload, aot_symbol, compile_deployed};
@@ -35,6 +41,9 @@ use header::header_source;
 
 /// The name of the C runtime file written next to every kernel.
 pub const RUNTIME_FILE: &str = "tessera_runtime.c";
+
+/// The name of the C micro-kernel file written next to every kernel.
+pub const KERNELS_FILE: &str = "tessera_kernels.c";
 
 /// The files [`write_aot`] wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +54,8 @@ pub struct AotFiles {
     pub header: PathBuf,
     /// The C runtime, `<dir>/tessera_runtime.c`.
     pub runtime: PathBuf,
+    /// The C micro-kernels, `<dir>/tessera_kernels.c`.
+    pub kernels: PathBuf,
 }
 
 /// Why ahead-of-time files could not be written.
@@ -77,7 +88,8 @@ pub enum AotError {
 
 /// Compiles `func` ahead of time into `<dir>/<symbol>.o`, writes its header
 /// `<dir>/<symbol>.h` (with `description`, e.g. the workload key, in a
-/// comment) and the C runtime `<dir>/tessera_runtime.c`, creating `dir` if
+/// comment), the C runtime `<dir>/tessera_runtime.c` and the C
+/// micro-kernels `<dir>/tessera_kernels.c`, creating `dir` if
 /// needed. Each file is written under a temporary name and renamed, so an
 /// error leaves no half-written file behind.
 pub fn write_aot(
@@ -105,11 +117,13 @@ pub fn write_aot(
         object: dir.join(format!("{symbol}.o")),
         header: dir.join(format!("{symbol}.h")),
         runtime: dir.join(RUNTIME_FILE),
+        kernels: dir.join(KERNELS_FILE),
     };
     write_all(&[
         (&files.object, object.as_slice()),
         (&files.header, header.as_bytes()),
         (&files.runtime, RUNTIME_SOURCE.as_bytes()),
+        (&files.kernels, kernels_source().as_bytes()),
     ])?;
     Ok(files)
 }
@@ -156,6 +170,32 @@ fn temp_path(path: &Path) -> PathBuf {
 /// The C runtime: every symbol kernel objects import
 /// ([`codegen::RUNTIME_IMPORTS`]) plus the thread-count API.
 const RUNTIME_SOURCE: &str = include_str!("tessera_runtime.c");
+
+/// The C micro-kernels: the shared part, then one definition per kernel of
+/// the registry (`tessera_micro_kernel_<name>`, the symbol JIT code and
+/// objects call), the vector ones on x86-64 only.
+pub fn kernels_source() -> String {
+    let mut source = include_str!("tessera_kernels.c").to_string();
+    for kernel in micro_kernels::all_kernels() {
+        let (mr, nr, name) = (kernel.mr, kernel.nr, kernel.name);
+        let line = match kernel.isa {
+            Isa::Generic => format!("TESSERA_PORTABLE_KERNEL({name}, {mr}, {nr})\n"),
+            Isa::Sse => {
+                format!("#ifdef TESSERA_X86_64\nTESSERA_SSE_KERNEL({name}, {mr}, {nr})\n#endif\n")
+            }
+            Isa::Avx2Fma => {
+                format!("#ifdef TESSERA_X86_64\nTESSERA_AVX2_KERNEL({name}, {mr}, {nr})\n#endif\n")
+            }
+            Isa::Avx512 => {
+                format!(
+                    "#ifdef TESSERA_X86_64\nTESSERA_AVX512_KERNEL({name}, {mr}, {nr})\n#endif\n"
+                )
+            }
+        };
+        source.push_str(&line);
+    }
+    source
+}
 
 #[cfg(test)]
 mod tests {

@@ -54,7 +54,7 @@ pub(super) fn check_tensorized(target: &Target, label: &str, dag: &ComputeDag, s
 
 /// The block of matmul C tensorized in place: C's own loops, A and B read
 /// where they are.
-fn direct(m_t: i64, n_t: i64, k_t: Option<i64>, kernel: &str) -> Vec<Step> {
+pub(crate) fn direct(m_t: i64, n_t: i64, k_t: Option<i64>, kernel: &str) -> Vec<Step> {
     let (k_split, k_loops, k_block) = match k_t {
         Some(k) => (
             format!(r#"{{"kind":"split","stage":"C","iter":"k","factors":[{k}]}},"#),
