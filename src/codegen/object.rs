@@ -78,11 +78,17 @@ pub fn compile_object(
     options: &CodegenOptions,
     symbol: &str,
 ) -> Result<Vec<u8>, CodegenError> {
-    let (mut tensorized, mut row_math) = (false, false);
+    let (mut tensorized, mut row_math, mut packed) = (false, false, false);
     func.body.visit(&mut |s| {
         tensorized |= matches!(s, crate::tir::Stmt::MicroKernelCall(_));
         row_math |= matches!(s, crate::tir::Stmt::RowMathCall(_));
+        packed |= matches!(s, crate::tir::Stmt::PackCall(_));
     });
+    if packed {
+        return Err(CodegenError::Unsupported(
+            "a pack step calls tessera's Rust packing routines, which the C runtime of an object file does not provide (yet); deploy it without --aot".into(),
+        ));
+    }
     if tensorized {
         return Err(CodegenError::Unsupported(
             "a tensorized kernel calls tessera's Rust micro-kernels, which the C runtime of an object file does not provide; deploy it without --aot".into(),
