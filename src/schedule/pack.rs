@@ -56,6 +56,17 @@ impl State {
             ));
         };
         let block = &s.leaves[start..];
+        let roots: Vec<Option<IterId>> = block.iter().map(|&l| s.split_root(l)).collect();
+        if roots.iter().any(Option::is_none) || roots[0] == roots[1] {
+            return Err(format!(
+                "the two loops must be (split parts of) two different axes of the copy, not fused loops; they are {}",
+                block
+                    .iter()
+                    .map(|&l| s.iters[l].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         if let Some(&l) = block.iter().find(|&&l| {
             s.iters[l].annotation != Annotation::None || s.iters[l].kind != IterKind::Spatial
         }) {

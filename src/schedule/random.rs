@@ -47,7 +47,7 @@ pub fn random_schedule_tallied<R: Rng>(
 
 /// Every kind of step [`propose`] draws, as [`step_kind`] names them:
 /// annotations by what they mark, cache reads by whether they transpose.
-pub const PROPOSED_KINDS: [&str; 17] = [
+pub const PROPOSED_KINDS: [&str; 16] = [
     "split",
     "reorder",
     "fuse",
@@ -64,7 +64,6 @@ pub const PROPOSED_KINDS: [&str; 17] = [
     "rfactor",
     "pragma",
     "row_math",
-    "pack",
 ];
 
 /// The kind of `step`, as [`RandomScheduleStats`] counts it.
@@ -192,14 +191,6 @@ pub fn propose<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
         {
             step
         }
-        // Packing takes another part where a copy stage's two innermost
-        // loops can become a packing call.
-        draw @ 0..30
-            if draw >= 18
-                && let Some(step) = propose_pack(state, rng) =>
-        {
-            step
-        }
         0..30 => {
             let id = stage.leaf_named(&leaf)?;
             let extent = stage.iters[id].extent.max(1);
@@ -300,34 +291,6 @@ pub fn propose<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
         },
     };
     Some(step)
-}
-
-/// A `pack` step on a stage whose two innermost loops can be one packing
-/// call, with a random ISA the target allows.
-fn propose_pack<R: Rng>(state: &State, rng: &mut R) -> Option<Step> {
-    let stages = state.stages();
-    let candidates: Vec<usize> = (0..stages.len())
-        .filter(|&s| {
-            let stage = &stages[s];
-            stage.pack.is_none()
-                && stage.compute_at != ComputeAt::Inline
-                && stage.leaves.len() >= crate::schedule::PACK_BLOCK
-                && state
-                    .pack_loops(
-                        s,
-                        stage.leaves[stage.leaves.len() - crate::schedule::PACK_BLOCK],
-                    )
-                    .is_ok()
-        })
-        .collect();
-    let stage = &stages[*pick(&candidates, rng)?];
-    let outer = stage.leaves[stage.leaves.len() - crate::schedule::PACK_BLOCK];
-    let isas = crate::runtime::pack::allowed_isas(&crate::runtime::Target::from_env());
-    Some(Step::Pack {
-        stage: stage.name.clone(),
-        iter: stage.iters[outer].name.clone(),
-        isa: pick(&isas, rng)?.name().to_string(),
-    })
 }
 
 /// A `row_math` step on the innermost loop of a stage that computes a
