@@ -69,7 +69,10 @@ fn outlined_bodies<'s>(s: &'s Stmt, out: &mut Vec<&'s Stmt>) {
                 outlined_bodies(o, out);
             }
         }
-        Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => {}
+        Stmt::Store { .. }
+        | Stmt::MicroKernelCall(_)
+        | Stmt::RowMathCall(_)
+        | Stmt::PackCall(_) => {}
     }
 }
 

@@ -20,6 +20,7 @@ use super::kernel::{EntryFn, Kernel, KernelParam};
 use super::math::host_symbols;
 use super::micro_kernel_symbols::micro_kernel_symbols;
 use super::options::{CodegenOptions, OptLevel};
+use super::pack_symbols::pack_symbols;
 use super::row_math_symbols::row_math_symbols;
 use super::translate::define_kernel;
 
@@ -65,6 +66,7 @@ fn runtime_symbols(target: &Target) -> Vec<(&'static str, *const u8)> {
     symbols.extend(host_symbols());
     symbols.extend(micro_kernel_symbols(target));
     symbols.extend(row_math_symbols(target));
+    symbols.extend(pack_symbols(target));
     symbols
 }
 

@@ -11,6 +11,7 @@ pub(crate) mod math;
 mod micro_kernel_symbols;
 mod object;
 mod options;
+mod pack_symbols;
 mod parallel_work;
 mod row_math_symbols;
 mod translate;

@@ -79,11 +79,17 @@ pub fn compile_object(
     symbol: &str,
 ) -> Result<Vec<u8>, CodegenError> {
     // Micro-kernel calls link against `tessera_kernels.c` (deploy::aot);
-    // the row primitives have no C counterpart yet.
-    let mut row_math = false;
+    // the row primitives and packing routines have no C counterpart yet.
+    let (mut row_math, mut packed) = (false, false);
     func.body.visit(&mut |s| {
         row_math |= matches!(s, crate::tir::Stmt::RowMathCall(_));
+        packed |= matches!(s, crate::tir::Stmt::PackCall(_));
     });
+    if packed {
+        return Err(CodegenError::Unsupported(
+            "a pack step calls tessera's Rust packing routines, which have no C counterpart for object files yet (micro-kernels do: tessera_kernels.c); deploy it without --aot".into(),
+        ));
+    }
     if row_math {
         return Err(CodegenError::Unsupported(
             "a row_math kernel calls tessera's Rust row primitives, which have no C counterpart for object files yet (micro-kernels do: tessera_kernels.c); deploy it without --aot".into(),

@@ -56,7 +56,10 @@ fn visit_outer_parallel(s: &Stmt, f: &mut dyn FnMut(i64, &Stmt)) {
                 visit_outer_parallel(o, f);
             }
         }
-        Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => {}
+        Stmt::Store { .. }
+        | Stmt::MicroKernelCall(_)
+        | Stmt::RowMathCall(_)
+        | Stmt::PackCall(_) => {}
     }
 }
 
@@ -85,7 +88,10 @@ fn serialise(s: &mut Stmt, all: bool) {
                 serialise(o, all);
             }
         }
-        Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => {}
+        Stmt::Store { .. }
+        | Stmt::MicroKernelCall(_)
+        | Stmt::RowMathCall(_)
+        | Stmt::PackCall(_) => {}
     }
 }
 

@@ -58,7 +58,8 @@ pub struct Artifact {
     #[serde(rename = "intrinsics", default, skip_serializing_if = "Vec::is_empty")]
     pub micro_kernels: Vec<String>,
     /// The widest vector ISA the schedule needs (`avx512`, `avx2`, …): that of
-    /// its micro-kernels and of its `row_math` steps' row primitives.
+    /// its micro-kernels, of its `row_math` steps' row primitives and of its
+    /// `pack` steps' packing routines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isa: Option<String>,
     /// The inputs the schedule reads only through one packing copy: when
@@ -103,6 +104,7 @@ impl Artifact {
         let micro_kernels = micro_kernels_of(&record.steps);
         let row_math_isas = crate::schedule::row_math_isas_of(&record.steps)
             .into_iter()
+            .chain(crate::schedule::pack_isas_of(&record.steps))
             .filter_map(|name| crate::runtime::micro_kernels::Isa::from_name(&name));
         let isa = micro_kernels
             .iter()

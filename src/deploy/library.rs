@@ -70,6 +70,18 @@ pub enum FallbackReason {
         /// What capped it, e.g. `TESSERA_ISA=sse`, or `none`.
         cap: String,
     },
+    /// The artifact's schedule packs panels with a packing routine (a
+    /// `pack` step) of an ISA this CPU lacks or the target's cap forbids.
+    MissingPackIsa {
+        /// The artifact file.
+        path: PathBuf,
+        /// The ISA the packing routine needs.
+        needs: String,
+        /// The widest ISA this CPU runs (under the cap).
+        host: String,
+        /// What capped it, e.g. `TESSERA_ISA=sse`, or `none`.
+        cap: String,
+    },
     /// The artifact or index file cannot be read as one.
     Corrupt {
         /// The file.
@@ -127,6 +139,16 @@ impl fmt::Display for FallbackReason {
             } => write!(
                 f,
                 "artifact {} runs transcendental functions through {needs} row primitives; this target runs up to {host} (cap: {cap}) — tune on this machine for a tuned kernel",
+                path.display()
+            ),
+            FallbackReason::MissingPackIsa {
+                path,
+                needs,
+                host,
+                cap,
+            } => write!(
+                f,
+                "artifact {} packs panels with the {needs} packing routine; this target runs up to {host} (cap: {cap}) — tune on this machine for a tuned kernel",
                 path.display()
             ),
             FallbackReason::Corrupt { path, reason } => write!(
@@ -395,6 +417,23 @@ impl Library {
                 Ok(isa) if isa <= target.isa() => {}
                 Ok(isa) => {
                     return Resolution::Fallback(FallbackReason::MissingRowMathIsa {
+                        path,
+                        needs: isa.name().to_string(),
+                        host: target.isa().name().to_string(),
+                        cap: target.cap_description(),
+                    });
+                }
+                Err(reason) => {
+                    return Resolution::Fallback(FallbackReason::Stale { path, reason });
+                }
+            }
+        }
+        for name in crate::schedule::pack_isas_of(&artifact.steps) {
+            let target = &self.options.target;
+            match crate::schedule::pack_isa(&name) {
+                Ok(isa) if isa <= target.isa() => {}
+                Ok(isa) => {
+                    return Resolution::Fallback(FallbackReason::MissingPackIsa {
                         path,
                         needs: isa.name().to_string(),
                         host: target.isa().name().to_string(),

@@ -5,6 +5,7 @@
 mod buffer;
 mod device;
 pub mod micro_kernels;
+pub mod pack;
 pub mod parallel;
 pub mod row_math;
 mod target;

@@ -154,6 +154,11 @@ impl State {
                 let it = self.resolve_iter(s, iter)?;
                 self.row_math(s, it, isa)
             }
+            Step::Pack { stage, iter, isa } => {
+                let s = self.resolve_loop_stage(stage)?;
+                let it = self.resolve_iter(s, iter)?;
+                self.pack(s, it, isa)
+            }
         }
     }
 

@@ -109,6 +109,7 @@ impl State {
             auto_unroll_max_step: s.auto_unroll_max_step,
             tensorize: None,
             row_math: None,
+            pack: None,
             ..Stage::fresh(
                 s.name.clone(),
                 s.tensor.clone(),

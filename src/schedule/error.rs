@@ -39,6 +39,16 @@ pub enum StepErrorKind {
         /// What does not fit, and what exists.
         reason: String,
     },
+    /// Loops that cannot become one packing call.
+    #[error("cannot pack stage '{stage}' at '{iter}': {reason}")]
+    Pack {
+        /// The stage.
+        stage: String,
+        /// The outer of the two loops.
+        iter: String,
+        /// What does not fit, and what exists.
+        reason: String,
+    },
     /// No stage of that name.
     #[error("no stage '{name}'; the stages are {available}")]
     UnknownStage {

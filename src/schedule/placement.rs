@@ -152,6 +152,7 @@ impl State {
                 });
             }
             self.check_row_math(index)?;
+            self.check_pack(index)?;
         }
         Ok(())
     }

@@ -91,6 +91,7 @@ pub fn step_kind(step: &Step) -> &'static str {
         Step::Pragma { .. } => "pragma",
         Step::Tensorize { .. } => "tensorize",
         Step::RowMath { .. } => "row_math",
+        Step::Pack { .. } => "pack",
     }
 }
 

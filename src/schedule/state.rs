@@ -82,6 +82,17 @@ pub struct RowMath {
     pub isa: crate::runtime::micro_kernels::Isa,
 }
 
+/// A packed copy: the copy stage's two innermost loops, from `iter`
+/// inward, run as one call of the packing routine of `isa` (the `pack`
+/// step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packed {
+    /// The outer of the two loops.
+    pub iter: IterId,
+    /// The instruction set of the packing routine.
+    pub isa: crate::runtime::micro_kernels::Isa,
+}
+
 /// Where a stage's buffer lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -119,6 +130,8 @@ pub struct Stage {
     /// The loop whose transcendental calls run through row primitives (the
     /// `row_math` step).
     pub row_math: Option<RowMath>,
+    /// The loops run as one packing call (the `pack` step).
+    pub pack: Option<Packed>,
     /// Whether the stage is an output of the DAG.
     pub is_output: bool,
 }
@@ -339,6 +352,9 @@ impl State {
                     if let Some(r) = stage.row_math.as_ref().filter(|r| r.iter == id) {
                         let _ = write!(out, ",row_math {}", r.isa);
                     }
+                    if let Some(p) = stage.pack.as_ref().filter(|p| p.iter == id) {
+                        let _ = write!(out, ",pack {}", p.isa);
+                    }
                     out.push(')');
                 }
             }
@@ -370,6 +386,7 @@ impl Stage {
             auto_unroll_max_step: 0,
             tensorize: None,
             row_math: None,
+            pack: None,
             is_output,
         }
     }

@@ -189,6 +189,36 @@ pub enum Step {
         /// The instruction set of the row primitives (`avx2`, `avx512`).
         isa: String,
     },
+    /// The two innermost loops of a copy stage (a `cache_read` panel),
+    /// from `iter` inward, run as one call of the `std::arch` packing
+    /// routine of `isa` (`generic`, `sse`, `avx2`, `avx512`; see
+    /// `runtime::pack`): `dst[r, c] = src[r·rs + c·cs]` at the ISA's full
+    /// width, with in-register transposes when the source is contiguous
+    /// along the rows. Lowering checks the copy's indices are affine in
+    /// the two loops and computes the strides.
+    ///
+    /// JSON form: `{"kind": "pack", "stage": "W.local", "iter": "i0", "isa": "avx2"}`.
+    Pack {
+        /// The copy stage.
+        stage: String,
+        /// The outer of its two innermost loops.
+        iter: String,
+        /// The instruction set of the packing routine.
+        isa: String,
+    },
+}
+
+/// The instruction sets the `pack` steps of `steps` name, as written.
+pub fn pack_isas_of(steps: &[Step]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for step in steps {
+        if let Step::Pack { isa, .. } = step
+            && !out.contains(isa)
+        {
+            out.push(isa.clone());
+        }
+    }
+    out
 }
 
 /// The instruction sets the `row_math` steps of `steps` name, as written.
@@ -226,7 +256,8 @@ impl Step {
             | Step::PackPanel { stage, .. }
             | Step::Rfactor { stage, .. }
             | Step::Tensorize { stage, .. }
-            | Step::RowMath { stage, .. } => stage,
+            | Step::RowMath { stage, .. }
+            | Step::Pack { stage, .. } => stage,
         }
     }
 }
@@ -296,6 +327,7 @@ impl fmt::Display for Step {
                 kernel,
             } => write!(f, "tensorize {stage}.{iter} with {kernel}"),
             Step::RowMath { stage, iter, isa } => write!(f, "row_math {stage}.{iter} with {isa}"),
+            Step::Pack { stage, iter, isa } => write!(f, "pack {stage}.{iter} with {isa}"),
         }
     }
 }

@@ -34,6 +34,24 @@ pub struct Decisions {
     /// Per site: the ISA whose row primitives run the stage's
     /// transcendental calls (a `row_math` step), or none (inline f32x4).
     pub row_math: Vec<Option<Isa>>,
+    /// Per site: the ISA whose packing routine runs the stage's copy (a
+    /// `pack` step), or none (the copy's loops as Cranelift code).
+    pub pack: Vec<Option<Isa>>,
+}
+
+/// Probability that a site that may pack with a routine does.
+pub const PACK_PRIOR: f64 = 0.5;
+
+/// A random packing choice for `site`: none, or one of its ISAs, the
+/// widest twice as likely as the others together.
+pub fn random_pack<R: Rng>(site: &AnnotationSite, rng: &mut R) -> Option<Isa> {
+    if site.pack.is_empty() || !rng.random_bool(PACK_PRIOR) {
+        return None;
+    }
+    if rng.random_bool(2.0 / 3.0) {
+        return site.pack.last().copied();
+    }
+    site.pack.choose(rng).copied()
 }
 
 /// Probability that a site that may use row math does.
@@ -118,6 +136,7 @@ pub fn random_decisions<R: Rng>(sketch: &Sketch, rng: &mut R) -> Decisions {
             .iter()
             .map(|s| random_row_math(s, rng))
             .collect(),
+        pack: sketch.sites.iter().map(|s| random_pack(s, rng)).collect(),
     }
 }
 
@@ -300,6 +319,30 @@ fn apply_row_math(
     apply(state, step, sketch)
 }
 
+/// A `pack` step on the two innermost loops of stage `index` when they can
+/// be one packing call (else nothing: the copy stays loops).
+fn apply_pack(
+    state: &mut State,
+    index: usize,
+    isa: Isa,
+    sketch: &Sketch,
+) -> Result<(), MaterializeError> {
+    let stage = &state.stages()[index];
+    let Some(start) = stage.leaves.len().checked_sub(crate::schedule::PACK_BLOCK) else {
+        return Ok(());
+    };
+    let outer = stage.leaves[start];
+    if state.pack_loops(index, outer).is_err() {
+        return Ok(());
+    }
+    let step = Step::Pack {
+        stage: stage.name.clone(),
+        iter: stage.iters[outer].name.clone(),
+        isa: isa.name().to_string(),
+    };
+    apply(state, step, sketch)
+}
+
 /// The schedule `decisions` make of `sketch` on `dag`.
 pub fn materialize(
     dag: &ComputeDag,
@@ -379,7 +422,9 @@ pub fn materialize(
             Some((name, IterKind::Reduce, _)) => Some(name),
             _ => None,
         };
+        let pack = decisions.pack.get(i).copied().flatten();
         if decisions.vectorize[i]
+            && pack.is_none()
             && let Some(name) = vectorizable
             && (loops.len() > 1 || !at_root || decisions.parallel[i] == 0)
         {
@@ -457,6 +502,9 @@ pub fn materialize(
         }
         if let Some(isa) = decisions.row_math.get(i).copied().flatten() {
             apply_row_math(&mut state, index, isa, sketch)?;
+        }
+        if let Some(isa) = pack {
+            apply_pack(&mut state, index, isa, sketch)?;
         }
     }
     Ok(state)

@@ -14,7 +14,7 @@ use crate::measure::Task;
 use crate::schedule::{State, Step};
 
 use super::annotate::{
-    Decisions, UNROLL_CHOICES, blocks, materialize, random_decisions, random_row_math,
+    Decisions, UNROLL_CHOICES, blocks, materialize, random_decisions, random_pack, random_row_math,
     resample_follow_factors,
 };
 use super::factor::mutate_factors;
@@ -181,10 +181,11 @@ impl SearchPolicy {
         } else if !d.parallel.is_empty() {
             let s = self.rng.random_range(0..d.parallel.len());
             let site = &sketch.sites[s];
-            match self.rng.random_range(0..4) {
+            match self.rng.random_range(0..5) {
                 3 if !site.row_math.is_empty() => {
                     d.row_math[s] = random_row_math(site, &mut self.rng);
                 }
+                4 if !site.pack.is_empty() => d.pack[s] = random_pack(site, &mut self.rng),
                 0 if site.parallel => {
                     let p = d.parallel[s] as i64 + if self.rng.random_bool(0.5) { 1 } else { -1 };
                     d.parallel[s] = p.clamp(0, 4) as usize;
@@ -215,6 +216,7 @@ impl SearchPolicy {
                 d.vectorize[i] = b.decisions.vectorize[i];
                 d.unroll[i] = b.decisions.unroll[i];
                 d.row_math[i] = b.decisions.row_math[i];
+                d.pack[i] = b.decisions.pack[i];
             }
         }
         self.make(a.sketch, d)

@@ -68,6 +68,7 @@ fn infer(sketch: &Sketch, steps: &[Step]) -> Option<Decisions> {
         vectorize: vec![false; n],
         unroll: vec![0; n],
         row_math: vec![None; n],
+        pack: vec![None; n],
     };
     for step in rest {
         let site = sketch.sites.iter().position(|s| s.stage == step.stage())?;
@@ -96,6 +97,7 @@ fn infer(sketch: &Sketch, steps: &[Step]) -> Option<Decisions> {
                 ..
             } => decisions.unroll[site] = *auto_unroll_max_step,
             Step::RowMath { isa, .. } => decisions.row_math[site] = Some(Isa::from_name(isa)?),
+            Step::Pack { isa, .. } => decisions.pack[site] = Some(Isa::from_name(isa)?),
             _ => return None,
         }
     }

@@ -81,6 +81,7 @@ enum Op {
         body: Box<Op>,
     },
     MicroKernelCall(Box<MicroKernelOp>),
+    PackCall(Box<PackOp>),
     RowMathCall {
         buffer: usize,
         count: i64,
@@ -94,6 +95,14 @@ struct MicroKernelOp {
     counts: [Node; 3],
     /// A, B, C: buffer, offset, row stride, column stride.
     operands: [(usize, Node, i64, i64); 3],
+}
+
+/// A packing call, resolved.
+struct PackOp {
+    /// Rows, columns.
+    counts: [Node; 2],
+    /// src, dst: buffer, offset, row stride, column stride.
+    operands: [(usize, Node, i64, i64); 2],
 }
 
 fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
@@ -159,6 +168,18 @@ fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
             count: call.count,
             function: call.function,
         },
+        Stmt::PackCall(call) => {
+            let operand = |o: &super::ir::MicroKernelOperand| {
+                r.resolve(&o.offset)
+                    .map(|offset| (o.buffer, offset, o.row_stride, o.col_stride))
+                    .map_err(unresolved)
+            };
+            let count = |e: &crate::te::Expr| r.resolve(e).map_err(unresolved);
+            Op::PackCall(Box::new(PackOp {
+                counts: [count(&call.counts[0])?, count(&call.counts[1])?],
+                operands: [operand(&call.src)?, operand(&call.dst)?],
+            }))
+        }
         Stmt::MicroKernelCall(call) => {
             let operand = |o: &super::ir::MicroKernelOperand| {
                 r.resolve(&o.offset)
@@ -284,6 +305,17 @@ impl Machine<'_> {
                 }
                 self.micro_kernel_call(c[0], c[1], c[2], operands)?
             }
+            Op::PackCall(op) => {
+                let PackOp { counts, operands } = op.as_ref();
+                let mut c = [0i64; 2];
+                for (slot, node) in c.iter_mut().zip(counts) {
+                    *slot = eval(node, &self.env, &self.buffers)
+                        .map_err(|f| self.fault(f, "load"))?
+                        .as_i64()
+                        .max(0);
+                }
+                self.pack_call(c[0], c[1], operands)?
+            }
         }
         Ok(())
     }
@@ -315,6 +347,56 @@ impl Machine<'_> {
         Ok(())
     }
 
+    /// The flat index of element (0, 0) of each operand whose `rows × cols`
+    /// region lies inside its buffer, or the fault of the first that does
+    /// not (`stored` names the operand written).
+    fn operand_bases<const N: usize>(
+        &self,
+        operands: &[(usize, Node, i64, i64); N],
+        regions: [(i64, i64); N],
+        stored: usize,
+    ) -> Result<[i64; N], TirInterpError> {
+        let mut base = [0i64; N];
+        for (slot, (buffer, offset, row_stride, col_stride)) in operands.iter().enumerate() {
+            let offset = eval(offset, &self.env, &self.buffers)
+                .map_err(|f| self.fault(f, "load"))?
+                .as_i64();
+            let (rows, cols) = regions[slot];
+            let last = offset + (rows - 1).max(0) * row_stride + (cols - 1).max(0) * col_stride;
+            let len = self.func.buffers[*buffer].num_elements();
+            if rows > 0 && cols > 0 && (offset.min(last) < 0 || offset.max(last) >= len) {
+                return Err(self.fault(
+                    Fault::OutOfBounds {
+                        buffer: *buffer,
+                        index: vec![offset.min(last), offset.max(last)],
+                    },
+                    if slot == stored { "store" } else { "load" },
+                ));
+            }
+            base[slot] = offset;
+        }
+        Ok(base)
+    }
+
+    /// `dst(r, c) = src(r, c)` element by element: the meaning of a packing
+    /// call, checked against the buffers' bounds first.
+    fn pack_call(
+        &mut self,
+        rows: i64,
+        cols: i64,
+        operands: &[(usize, Node, i64, i64); 2],
+    ) -> Result<(), TirInterpError> {
+        let base = self.operand_bases(operands, [(rows, cols); 2], 1)?;
+        let [(src, _, s_rs, s_cs), (dst, _, d_rs, d_cs)] = operands;
+        for r in 0..rows {
+            for c in 0..cols {
+                let x = self.buffers[*src].get((base[0] + r * s_rs + c * s_cs) as usize);
+                self.buffers[*dst].set((base[1] + r * d_rs + c * d_cs) as usize, x);
+            }
+        }
+        Ok(())
+    }
+
     /// `C += A·B` element by element, in f32, k in order: the meaning of a
     /// micro-kernel call, checked against the buffers' bounds first.
     fn micro_kernel_call(
@@ -324,29 +406,7 @@ impl Machine<'_> {
         kc: i64,
         operands: &[(usize, Node, i64, i64); 3],
     ) -> Result<(), TirInterpError> {
-        let mut base = [0i64; 3];
-        for (slot, (buffer, offset, row_stride, col_stride)) in operands.iter().enumerate() {
-            let offset = eval(offset, &self.env, &self.buffers)
-                .map_err(|f| self.fault(f, "load"))?
-                .as_i64();
-            let (rows, cols) = match slot {
-                0 => (m, kc),
-                1 => (kc, n),
-                _ => (m, n),
-            };
-            let last = offset + (rows - 1).max(0) * row_stride + (cols - 1).max(0) * col_stride;
-            let len = self.func.buffers[*buffer].num_elements();
-            if rows > 0 && cols > 0 && (offset.min(last) < 0 || offset.max(last) >= len) {
-                return Err(self.fault(
-                    Fault::OutOfBounds {
-                        buffer: *buffer,
-                        index: vec![offset.min(last), offset.max(last)],
-                    },
-                    if slot == 2 { "store" } else { "load" },
-                ));
-            }
-            base[slot] = offset;
-        }
+        let base = self.operand_bases(operands, [(m, kc), (kc, n), (m, n)], 2)?;
         let [(a, _, a_rs, a_cs), (b, _, b_rs, b_cs), (c, _, c_rs, c_cs)] = operands;
         let read = |buffers: &[HostTensor], buffer: usize, at: i64| -> f32 {
             buffers[buffer]

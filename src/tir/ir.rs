@@ -155,6 +155,39 @@ impl RowMathCall {
     }
 }
 
+/// A call of a packing routine (`runtime::pack`), from a `pack` step:
+/// `dst(r, c) = src(r, c)` for `r < counts[0]`, `c < counts[1]`, where
+/// element `(r, c)` of each operand is as in [`MicroKernelOperand`] (dst's
+/// column stride is 1).
+#[derive(Clone, Debug)]
+pub struct PackCall {
+    /// The instruction set of the routine.
+    pub isa: Isa,
+    /// Rows and columns of the full block (the two loops' extents).
+    pub extents: [i64; 2],
+    /// The rows and columns this call copies, `i64` expressions: the
+    /// extents, or fewer at the edge of a split that does not divide.
+    pub counts: [Expr; 2],
+    /// The copied tensor.
+    pub src: MicroKernelOperand,
+    /// The panel written, contiguous along columns.
+    pub dst: MicroKernelOperand,
+}
+
+impl PackCall {
+    /// The routine's name, e.g. `avx2_pack`.
+    pub fn routine(&self) -> String {
+        format!("{}_pack", self.isa.name())
+    }
+
+    /// Every expression of the call: the offsets (src, dst), then the counts.
+    pub fn exprs(&self) -> Vec<&Expr> {
+        let mut out = vec![&self.src.offset, &self.dst.offset];
+        out.extend(self.counts.iter());
+        out
+    }
+}
+
 /// A statement.
 #[derive(Clone, Debug)]
 pub enum Stmt {
@@ -200,6 +233,8 @@ pub enum Stmt {
     MicroKernelCall(Box<MicroKernelCall>),
     /// A row-primitive call (see [`RowMathCall`]).
     RowMathCall(RowMathCall),
+    /// A packing-routine call (see [`PackCall`]).
+    PackCall(Box<PackCall>),
     /// `let var = value in body`
     Let {
         /// The bound variable.
@@ -233,7 +268,10 @@ impl Stmt {
                     o.visit(f);
                 }
             }
-            Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => {}
+            Stmt::Store { .. }
+            | Stmt::MicroKernelCall(_)
+            | Stmt::RowMathCall(_)
+            | Stmt::PackCall(_) => {}
         }
     }
 
@@ -248,6 +286,7 @@ impl Stmt {
             Stmt::IfThenElse { cond, .. } => f(cond),
             Stmt::Let { value, .. } => f(value),
             Stmt::MicroKernelCall(call) => call.exprs().into_iter().for_each(&mut *f),
+            Stmt::PackCall(call) => call.exprs().into_iter().for_each(&mut *f),
             _ => {}
         });
     }

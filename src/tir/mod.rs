@@ -10,7 +10,7 @@ pub mod simplify;
 
 pub use interp::{TirInterpError, run};
 pub use ir::{
-    Buffer, BufferId, ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PrimFunc,
+    Buffer, BufferId, ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PackCall, PrimFunc,
     RowMathCall, Stmt,
 };
 pub use lower::{

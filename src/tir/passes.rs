@@ -25,6 +25,8 @@ fn steps(s: &Stmt) -> u64 {
         Stmt::MicroKernelCall(call) => (call.m * call.n * call.kc).max(1) as u64,
         // One function value per element, as the loop it came from.
         Stmt::RowMathCall(call) => call.count.max(1) as u64,
+        // One element copied per (row, column), as the loops it replaces.
+        Stmt::PackCall(call) => (call.extents[0] * call.extents[1]).max(1) as u64,
         Stmt::IfThenElse {
             then, otherwise, ..
         } => steps(then).max(otherwise.as_deref().map_or(0, steps)),
@@ -61,7 +63,10 @@ pub fn mark_auto_unroll(s: &mut Stmt, max_steps: &HashMap<VarId, u32>) {
             }
         }
         Stmt::Allocate { body, .. } | Stmt::Let { body, .. } => mark_auto_unroll(body, max_steps),
-        Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => {}
+        Stmt::Store { .. }
+        | Stmt::MicroKernelCall(_)
+        | Stmt::RowMathCall(_)
+        | Stmt::PackCall(_) => {}
     }
 }
 
@@ -102,6 +107,15 @@ pub fn map_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
             }
             return Stmt::MicroKernelCall(call);
         }
+        Stmt::PackCall(mut call) => {
+            for operand in [&mut call.src, &mut call.dst] {
+                operand.offset = f(&operand.offset);
+            }
+            for count in call.counts.iter_mut() {
+                *count = f(count);
+            }
+            return Stmt::PackCall(call);
+        }
         other => other,
     };
     map_children(s, &mut |child| map_exprs(child, f))
@@ -140,7 +154,10 @@ pub fn map_children(s: Stmt, f: &mut dyn FnMut(Stmt) -> Stmt) -> Stmt {
             value,
             body: Box::new(f(*body)),
         },
-        leaf @ (Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_)) => leaf,
+        leaf @ (Stmt::Store { .. }
+        | Stmt::MicroKernelCall(_)
+        | Stmt::RowMathCall(_)
+        | Stmt::PackCall(_)) => leaf,
     }
 }
 

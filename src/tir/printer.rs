@@ -76,13 +76,20 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
                 n = call.count
             )
         }
+        Stmt::PackCall(call) => {
+            let [rows, cols] = &call.counts;
+            writeln!(
+                out,
+                "{pad}{} = {}  // pack {} {}x{} rows={rows} cols={cols}",
+                operand(f, &call.dst),
+                operand(f, &call.src),
+                call.routine(),
+                call.extents[0],
+                call.extents[1]
+            )
+        }
         Stmt::MicroKernelCall(call) => {
-            let operand = |o: &super::ir::MicroKernelOperand| {
-                format!(
-                    "{}[{} + r*{} + c*{}]",
-                    f.buffers[o.buffer].name, o.offset, o.row_stride, o.col_stride
-                )
-            };
+            let operand = |o: &super::ir::MicroKernelOperand| operand(f, o);
             let [m, n, kc] = &call.counts;
             writeln!(
                 out,
@@ -129,4 +136,12 @@ impl fmt::Display for PrimFunc {
         out.push_str("}\n");
         fmt.write_str(&out)
     }
+}
+
+/// An operand as `buffer[offset + r*row_stride + c*col_stride]`.
+fn operand(f: &PrimFunc, o: &super::ir::MicroKernelOperand) -> String {
+    format!(
+        "{}[{} + r*{} + c*{}]",
+        f.buffers[o.buffer].name, o.offset, o.row_stride, o.col_stride
+    )
 }

@@ -121,7 +121,10 @@ pub(crate) fn allocations(s: &Stmt, in_parallel: bool, out: &mut Vec<(BufferId, 
                 allocations(o, in_parallel, out);
             }
         }
-        Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => {}
+        Stmt::Store { .. }
+        | Stmt::MicroKernelCall(_)
+        | Stmt::RowMathCall(_)
+        | Stmt::PackCall(_) => {}
     }
 }
 
@@ -181,6 +184,10 @@ fn promotable(body: &Stmt, buffer: BufferId, handle: &Tensor, in_parallel: bool)
         }
         // So does a row primitive.
         Stmt::RowMathCall(call) if call.buffer == buffer => stores_ok = false,
+        // And a packing routine.
+        Stmt::PackCall(call) if call.src.buffer == buffer || call.dst.buffer == buffer => {
+            stores_ok = false
+        }
         _ => {}
     });
     body.visit_exprs(&mut check_reads);

@@ -14,12 +14,15 @@ use super::memory::Storage;
 
 impl FnTranslator<'_, '_, '_> {
     /// The address of `operand`'s element (0, 0).
-    fn operand_address(&mut self, operand: &MicroKernelOperand) -> Result<Value, CodegenError> {
+    pub(super) fn operand_address(
+        &mut self,
+        operand: &MicroKernelOperand,
+    ) -> Result<Value, CodegenError> {
         let buffer = &self.func().buffers[operand.buffer];
         let name = buffer.name.clone();
         if buffer.dtype != DType::F32 {
             return Err(CodegenError::Unsupported(format!(
-                "micro-kernel operand '{name}' is {}, not f32",
+                "operand '{name}' of a runtime call is {}, not f32",
                 buffer.dtype
             )));
         }
@@ -27,7 +30,7 @@ impl FnTranslator<'_, '_, '_> {
             Some(Storage::Memory(base)) => *base,
             _ => {
                 return Err(CodegenError::Unsupported(format!(
-                    "micro-kernel operand '{name}' is not in memory"
+                    "operand '{name}' of a runtime call is not in memory"
                 )));
             }
         };

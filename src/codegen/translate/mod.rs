@@ -6,6 +6,7 @@ mod expr;
 pub(crate) mod memory;
 mod micro_kernel_call;
 mod min_max;
+mod pack_call;
 mod parallel;
 mod row_math_call;
 mod value;
@@ -228,6 +229,7 @@ impl<'a, 's, 'm> FnTranslator<'a, 's, 'm> {
             }
             Stmt::MicroKernelCall(call) => self.micro_kernel_call(call),
             Stmt::RowMathCall(call) => self.row_math_call(call),
+            Stmt::PackCall(call) => self.pack_call(call),
         }
     }
 

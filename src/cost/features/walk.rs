@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use crate::runtime::micro_kernels::{self, Isa};
 use crate::te::{Expr, ExprKind, IterKind, TensorId, Var};
 use crate::tir::{
-    ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PrimFunc, RowMathCall, Stmt,
+    ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PackCall, PrimFunc, RowMathCall, Stmt,
 };
 
 use super::access::{AccessFeatures, AccessKind, LoopInfo, analyse, flat_offset};
@@ -187,7 +187,45 @@ impl Walker<'_> {
             } => self.store(*buffer, indices, value),
             Stmt::MicroKernelCall(call) => self.micro_kernel_call(call),
             Stmt::RowMathCall(call) => self.row_math_call(call),
+            Stmt::PackCall(call) => self.pack_call(call),
         }
+    }
+
+    /// A packing call described as the copy it replaces: rows serial,
+    /// columns vectorized, `dst[r, c] = src[r, c]` through the strides.
+    fn pack_call(&mut self, call: &PackCall) {
+        let vars = [
+            Var::new("pack.r", call.extents[0], IterKind::Spatial),
+            Var::new("pack.c", call.extents[1], IterKind::Spatial),
+        ];
+        for (v, kind) in vars.iter().zip([ForKind::Serial, ForKind::Vectorized]) {
+            self.loops.push(LoopCtx {
+                info: LoopInfo {
+                    var: v.id(),
+                    extent: v.extent() as f64,
+                },
+                kind,
+            });
+        }
+        let [r, c] = vars.map(|v| v.expr());
+        let src = self.func.buffers[call.src.buffer]
+            .handle
+            .at(self.flat_indices(&call.src, &r, &c));
+        self.store(call.dst.buffer, &self.flat_indices(&call.dst, &r, &c), &src);
+        self.loops.pop();
+        self.loops.pop();
+    }
+
+    /// Operand `o`'s element `(row, col)` as indices of its buffer: the flat
+    /// index as the last index (the others 0), the same row-major offset.
+    fn flat_indices(&self, o: &MicroKernelOperand, row: &Expr, col: &Expr) -> Vec<Expr> {
+        let rank = self.func.buffers[o.buffer].shape.len().max(1);
+        let flat = o.offset.clone()
+            + row.clone() * Expr::i64(o.row_stride)
+            + col.clone() * Expr::i64(o.col_stride);
+        let mut idx = vec![Expr::i64(0); rank - 1];
+        idx.push(flat);
+        idx
     }
 
     /// A row-primitive call described as the loop it replaces:
@@ -246,17 +284,8 @@ impl Walker<'_> {
             });
         }
         let [m, k, n] = vars.map(|v| v.expr());
-        // A flat index as the last index of the buffer's rank (the others 0),
-        // which is the same row-major offset.
-        let indices = |o: &MicroKernelOperand, row: &Expr, col: &Expr| -> Vec<Expr> {
-            let rank = self.func.buffers[o.buffer].shape.len().max(1);
-            let flat = o.offset.clone()
-                + row.clone() * Expr::i64(o.row_stride)
-                + col.clone() * Expr::i64(o.col_stride);
-            let mut idx = vec![Expr::i64(0); rank - 1];
-            idx.push(flat);
-            idx
-        };
+        let indices =
+            |o: &MicroKernelOperand, row: &Expr, col: &Expr| self.flat_indices(o, row, col);
         let read =
             |o: &MicroKernelOperand, idx: Vec<Expr>| self.func.buffers[o.buffer].handle.at(idx);
         let c_idx = indices(&call.c, &m, &n);

@@ -201,7 +201,12 @@ pub enum MicroKernelError {
 
 /// Elements a `rows×cols` region with these strides spans (0 for an empty
 /// region), or `None` on overflow.
-fn span(rows: usize, cols: usize, row_stride: usize, col_stride: usize) -> Option<usize> {
+pub(crate) fn span(
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+    col_stride: usize,
+) -> Option<usize> {
     if rows == 0 || cols == 0 {
         return Some(0);
     }

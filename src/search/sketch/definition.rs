@@ -86,6 +86,10 @@ pub struct AnnotationSite {
     /// calls with (a `row_math` step on its vectorised innermost loop);
     /// empty where the stage calls none or the target allows none.
     pub row_math: Vec<Isa>,
+    /// The ISAs whose packing routine annotation may run the stage's copy
+    /// with (a `pack` step on its two innermost loops); empty where the
+    /// stage is no packing copy.
+    pub pack: Vec<Isa>,
 }
 
 /// A schedule with its numbers left open.
@@ -159,6 +163,7 @@ pub(super) fn site(stage: &str, parallel: bool, vectorize: bool, unroll: bool) -
         unroll,
         unroll_tile: false,
         row_math: Vec::new(),
+        pack: Vec::new(),
     }
 }
 

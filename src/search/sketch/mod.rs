@@ -14,6 +14,7 @@ mod cache_write;
 mod combine;
 mod definition;
 mod inline;
+mod pack;
 mod rfactor;
 mod row_fusion;
 mod row_math;
@@ -280,6 +281,7 @@ pub fn generate_sketches(dag: &ComputeDag, target: &Target) -> Vec<Sketch> {
     let mut sketches = combine::combine(per_stage);
     for sketch in &mut sketches {
         row_math::mark_row_math_sites(sketch, dag, target);
+        pack::mark_pack_sites(sketch, target);
     }
     sketches
 }

@@ -222,15 +222,30 @@ impl Lowering<'_> {
         let max_step = stage.auto_unroll_max_step;
 
         let nest = match reduction {
-            None => {
-                let store = Stmt::Store {
-                    buffer,
-                    indices: store_index,
-                    value,
-                };
-                let body = guarded(conjunction(spatial_pred), store);
-                self.wrap_loops(index, &leaves, body)?
-            }
+            None => match stage.pack {
+                Some(p) => {
+                    let start = self.packed_loops(index, &p)?;
+                    let call = self.pack_call(
+                        index,
+                        &p,
+                        &leaves[start..],
+                        buffer,
+                        &store_index,
+                        &value,
+                        spatial_pred,
+                    )?;
+                    self.wrap_loops(index, &leaves[..start], call)?
+                }
+                None => {
+                    let store = Stmt::Store {
+                        buffer,
+                        indices: store_index,
+                        value,
+                    };
+                    let body = guarded(conjunction(spatial_pred), store);
+                    self.wrap_loops(index, &leaves, body)?
+                }
+            },
             Some(r) => {
                 let mut first_reduce = leaves
                     .iter()

@@ -5,6 +5,7 @@
 mod bound;
 mod emit;
 mod layout;
+mod pack;
 mod pipeline;
 mod row_math;
 mod tensorize;
@@ -31,6 +32,14 @@ pub enum LowerError {
     /// A tensorized block that the micro-kernel cannot compute.
     #[error("cannot tensorize stage '{stage}': {reason}")]
     Tensorize {
+        /// The stage.
+        stage: String,
+        /// What does not match, and how to fix it.
+        reason: String,
+    },
+    /// Packed loops that cannot be one packing call.
+    #[error("cannot pack stage '{stage}': {reason}")]
+    Pack {
         /// The stage.
         stage: String,
         /// What does not match, and how to fix it.

@@ -256,7 +256,10 @@ fn project_fill(
             indices: vec![j.clone()],
             value: argument.clone(),
         }),
-        Stmt::Store { .. } | Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) => None,
+        Stmt::Store { .. }
+        | Stmt::MicroKernelCall(_)
+        | Stmt::RowMathCall(_)
+        | Stmt::PackCall(_) => None,
         Stmt::Seq(items) => {
             let items: Vec<Stmt> = items.iter().filter_map(&project).collect();
             (!items.is_empty()).then_some(Stmt::Seq(items))

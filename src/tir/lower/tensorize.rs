@@ -14,18 +14,19 @@ use crate::te::{BinOp, CmpOp, DType, Expr, ExprKind, IterKind, Var, VarId, max, 
 use super::super::ir::{BufferId, MicroKernelCall, MicroKernelOperand, Stmt};
 use super::{LowerError, Lowering};
 
-/// `residual + Σ coefs[v]·block_var[v]`, the residual free of block variables.
-struct BlockForm {
-    coefs: [i64; TENSORIZE_BLOCK],
-    residual: Expr,
+/// `residual + Σ coefs[v]·block_var[v]`, the residual free of block
+/// variables (`N` of them: a tensorized or a packed block).
+pub(super) struct BlockForm<const N: usize = TENSORIZE_BLOCK> {
+    pub(super) coefs: [i64; N],
+    pub(super) residual: Expr,
 }
 
 /// `e` split into the block variables `vars` and the rest, or `None` when a
 /// block variable appears other than linearly. The residual is `e` at the
 /// block's origin (every block variable 0).
-fn block_form(e: &Expr, vars: &[Var]) -> Option<BlockForm> {
+pub(super) fn block_form<const N: usize>(e: &Expr, vars: &[Var]) -> Option<BlockForm<N>> {
     let form = Affine::of(e);
-    let mut coefs = [0; TENSORIZE_BLOCK];
+    let mut coefs = [0; N];
     for (coef, var) in coefs.iter_mut().zip(vars) {
         *coef = form.coefficient(var.id())?;
     }
@@ -37,7 +38,7 @@ fn block_form(e: &Expr, vars: &[Var]) -> Option<BlockForm> {
 }
 
 /// The row-major flat index of `indices` in a buffer of `shape`.
-fn flat(indices: &[Expr], shape: &[i64]) -> Expr {
+pub(super) fn flat(indices: &[Expr], shape: &[i64]) -> Expr {
     let mut flat = Expr::i64(0);
     for (index, extent) in indices.iter().zip(shape) {
         flat = flat * Expr::i64(*extent) + index.clone();
@@ -47,14 +48,14 @@ fn flat(indices: &[Expr], shape: &[i64]) -> Expr {
 
 /// `(v, limit)` when `p` is `lhs < bound` with `lhs` affine in block loop
 /// `v` alone, with coefficient 1: the loop runs `limit = bound - rest` times.
-fn upper_bound(p: &Expr, vars: &[Var]) -> Option<(usize, Expr)> {
+pub(super) fn upper_bound<const N: usize>(p: &Expr, vars: &[Var]) -> Option<(usize, Expr)> {
     let ExprKind::Cmp(CmpOp::Lt, lhs, bound) = p.kind() else {
         return None;
     };
-    let form = block_form(lhs, vars)?;
+    let form = block_form::<N>(lhs, vars)?;
     let used: Vec<usize> = (0..vars.len()).filter(|&v| form.coefs[v] != 0).collect();
     match used.as_slice() {
-        [v] if form.coefs[*v] == 1 && block_form(bound, vars)?.coefs == [0; TENSORIZE_BLOCK] => {
+        [v] if form.coefs[*v] == 1 && block_form::<N>(bound, vars)?.coefs == [0; N] => {
             Some((*v, bound.clone() - form.residual))
         }
         _ => None,
@@ -129,7 +130,7 @@ impl Lowering<'_> {
         // `bound - rest` along it (the kernel's edge tiles).
         let mut counts: Vec<Expr> = vars.iter().map(|v| Expr::i64(v.extent())).collect();
         for p in &inside {
-            let (v, limit) = upper_bound(p, &vars).ok_or_else(|| {
+            let (v, limit) = upper_bound::<TENSORIZE_BLOCK>(p, &vars).ok_or_else(|| {
                 err(format!(
                     "a loop of the block has a guard ({p}) that is not an upper bound on one of its loops"
                 ))

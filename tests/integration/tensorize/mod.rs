@@ -41,5 +41,6 @@ fn coverage() -> common::IsaCoverage {
 }
 
 mod kernels;
+mod pack;
 mod sketches;
 pub(crate) mod step;

@@ -1,0 +1,107 @@
+//! The AVX-512F packing routine (16 f32 lanes): 512-bit row copies with a
+//! masked tail, the AVX2 8×8 in-register transposes, and deinterleaving
+//! for column strides 2 to 4 (`vpermps` of each loaded vector under a
+//! lane mask).
+
+use std::arch::x86_64::{
+    __m512i, __mmask16, _mm512_loadu_epi32, _mm512_loadu_ps, _mm512_mask_permutexvar_ps,
+    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_permutexvar_ps, _mm512_storeu_ps,
+};
+
+use super::avx2::transpose8;
+use super::driver::pack_routine;
+use super::{Isa, PackRoutine};
+
+/// The AVX-512 routine.
+pub(super) fn routine() -> PackRoutine {
+    PackRoutine {
+        name: "avx512_pack",
+        isa: Isa::Avx512,
+        func: avx512_pack,
+    }
+}
+
+pack_routine! {
+    name: avx512_pack,
+    features: "avx512f,avx2,fma",
+    lanes: 16,
+    block: 8,
+    row: row,
+    transpose: transpose8,
+    strided: strided,
+}
+
+/// Copies `n` contiguous elements, 64 then 16 at a time, the rest under a
+/// lane mask (masked-off lanes are neither read nor written).
+///
+/// # Safety
+///
+/// AVX-512F is available; `src[0..n]` is readable, `dst[0..n]` writable.
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+unsafe fn row(src: *const f32, dst: *mut f32, n: isize) {
+    let mut j = 0;
+    // SAFETY: every unmasked access is at an index below n.
+    unsafe {
+        while j + 64 <= n {
+            let v: [_; 4] =
+                std::array::from_fn(|q| _mm512_loadu_ps(src.offset(j + 16 * q as isize)));
+            for (q, v) in v.into_iter().enumerate() {
+                _mm512_storeu_ps(dst.offset(j + 16 * q as isize), v);
+            }
+            j += 64;
+        }
+        while j + 16 <= n {
+            _mm512_storeu_ps(dst.offset(j), _mm512_loadu_ps(src.offset(j)));
+            j += 16;
+        }
+        if j < n {
+            let mask = ((1u32 << (n - j)) - 1) as __mmask16;
+            let v = _mm512_maskz_loadu_ps(mask, src.offset(j));
+            _mm512_mask_storeu_ps(dst.offset(j), mask, v);
+        }
+    }
+}
+
+/// Per stride 2, 3, 4: lane `i` takes element `s·i`, lane `(s·i) mod 16`
+/// of loaded vector `(s·i) / 16`; the masks say which lanes each of the
+/// `s` vectors fills.
+const TABLES: [([i32; 16], [u16; 4]); 3] = {
+    let mut out = [([0; 16], [0; 4]); 3];
+    let mut s = 2;
+    while s <= 4 {
+        let mut i = 0;
+        while i < 16 {
+            out[s - 2].0[i] = ((s * i) % 16) as i32;
+            out[s - 2].1[(s * i) / 16] |= 1 << i;
+            i += 1;
+        }
+        s += 1;
+    }
+    out
+};
+
+/// `dst[j] = src[j*s]` for `j < 16`, `s` in 2..=4, from the `16·s`
+/// contiguous elements at src.
+///
+/// # Safety
+///
+/// AVX-512F is available; `src[0 .. 16·s]` is readable, `dst[0..16]`
+/// writable.
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+unsafe fn strided(src: *const f32, s: isize, dst: *mut f32) {
+    let s = s.clamp(2, 4) as usize;
+    let (permutation, masks) = &TABLES[s - 2];
+    // SAFETY: s loads of 16 cover exactly src[0 .. 16·s]; the table is
+    // 16 i32.
+    unsafe {
+        let index: __m512i = _mm512_loadu_epi32(permutation.as_ptr());
+        let mut out = _mm512_permutexvar_ps(index, _mm512_loadu_ps(src));
+        for (q, &mask) in masks.iter().enumerate().take(s).skip(1) {
+            let v = _mm512_loadu_ps(src.add(16 * q));
+            out = _mm512_mask_permutexvar_ps(out, mask, index, v);
+        }
+        _mm512_storeu_ps(dst, out);
+    }
+}
