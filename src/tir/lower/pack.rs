@@ -28,19 +28,21 @@ impl Lowering<'_> {
         Ok(self.state.stages()[index].leaves.len() - PACK_BLOCK)
     }
 
-    /// The packing call replacing the loops `block` of stage `index`, whose
-    /// body is `buffer[store_index] = value` under `predicates`.
+    /// The packing call replacing the two innermost loops of stage `index`
+    /// (checked by [`Self::packed_loops`]), whose body is
+    /// `buffer[store_index] = value` under `predicates`.
     pub(super) fn pack_call(
         &self,
         index: usize,
         p: &Packed,
-        block: &[IterId],
         buffer: BufferId,
         store_index: &[Expr],
         value: &Expr,
         predicates: Vec<Expr>,
     ) -> Result<Stmt, LowerError> {
         let err = |reason: String| self.pack_error(index, reason);
+        let leaves = &self.state.stages()[index].leaves;
+        let block: &[IterId] = &leaves[leaves.len().saturating_sub(PACK_BLOCK)..];
         let vars: Vec<Var> = block
             .iter()
             .map(|l| self.layouts[index].leaf_vars[l].clone())
