@@ -414,7 +414,8 @@ impl Library {
         // Never call a row primitive or packing routine of an ISA the
         // target does not allow.
         type Missing = fn(PathBuf, String, String, String) -> FallbackReason;
-        let routines: [(Vec<String>, fn(&str) -> Result<Isa, String>, Missing); 2] = [
+        type IsaOf = fn(&str) -> Result<Isa, String>;
+        let routines: [(Vec<String>, IsaOf, Missing); 2] = [
             (
                 crate::schedule::row_math_isas_of(&artifact.steps),
                 crate::schedule::row_math_isa,
