@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::codegen::{self, CodegenOptions, Kernel};
-use crate::runtime::micro_kernels;
+use crate::runtime::micro_kernels::{self, Isa};
 use crate::runtime::{DeviceDescription, DeviceKey, Target, host_device};
 use crate::schedule::State;
 use crate::te::{ComputeDag, WorkloadKey};
@@ -411,37 +411,48 @@ impl Library {
                 }
             }
         }
-        for name in crate::schedule::row_math_isas_of(&artifact.steps) {
-            let target = &self.options.target;
-            match crate::schedule::row_math_isa(&name) {
-                Ok(isa) if isa <= target.isa() => {}
-                Ok(isa) => {
-                    return Resolution::Fallback(FallbackReason::MissingRowMathIsa {
-                        path,
-                        needs: isa.name().to_string(),
-                        host: target.isa().name().to_string(),
-                        cap: target.cap_description(),
-                    });
-                }
-                Err(reason) => {
-                    return Resolution::Fallback(FallbackReason::Stale { path, reason });
-                }
-            }
-        }
-        for name in crate::schedule::pack_isas_of(&artifact.steps) {
-            let target = &self.options.target;
-            match crate::schedule::pack_isa(&name) {
-                Ok(isa) if isa <= target.isa() => {}
-                Ok(isa) => {
-                    return Resolution::Fallback(FallbackReason::MissingPackIsa {
-                        path,
-                        needs: isa.name().to_string(),
-                        host: target.isa().name().to_string(),
-                        cap: target.cap_description(),
-                    });
-                }
-                Err(reason) => {
-                    return Resolution::Fallback(FallbackReason::Stale { path, reason });
+        // Never call a row primitive or packing routine of an ISA the
+        // target does not allow.
+        type Missing = fn(PathBuf, String, String, String) -> FallbackReason;
+        type IsaOf = fn(&str) -> Result<Isa, String>;
+        let routines: [(Vec<String>, IsaOf, Missing); 2] = [
+            (
+                crate::schedule::row_math_isas_of(&artifact.steps),
+                crate::schedule::row_math_isa,
+                |path, needs, host, cap| FallbackReason::MissingRowMathIsa {
+                    path,
+                    needs,
+                    host,
+                    cap,
+                },
+            ),
+            (
+                crate::schedule::pack_isas_of(&artifact.steps),
+                crate::schedule::pack_isa,
+                |path, needs, host, cap| FallbackReason::MissingPackIsa {
+                    path,
+                    needs,
+                    host,
+                    cap,
+                },
+            ),
+        ];
+        let target = &self.options.target;
+        for (names, isa_of, missing) in routines {
+            for name in names {
+                match isa_of(&name) {
+                    Ok(isa) if isa <= target.isa() => {}
+                    Ok(isa) => {
+                        return Resolution::Fallback(missing(
+                            path,
+                            isa.name().to_string(),
+                            target.isa().name().to_string(),
+                            target.cap_description(),
+                        ));
+                    }
+                    Err(reason) => {
+                        return Resolution::Fallback(FallbackReason::Stale { path, reason });
+                    }
                 }
             }
         }

@@ -208,30 +208,31 @@ pub enum Step {
     },
 }
 
-/// The instruction sets the `pack` steps of `steps` name, as written.
-pub fn pack_isas_of(steps: &[Step]) -> Vec<String> {
+/// The distinct instruction sets `isa_of` finds in `steps`, as written.
+fn isas_of(steps: &[Step], isa_of: impl Fn(&Step) -> Option<&String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for step in steps {
-        if let Step::Pack { isa, .. } = step
-            && !out.contains(isa)
-        {
+    for isa in steps.iter().filter_map(isa_of) {
+        if !out.contains(isa) {
             out.push(isa.clone());
         }
     }
     out
 }
 
+/// The instruction sets the `pack` steps of `steps` name, as written.
+pub fn pack_isas_of(steps: &[Step]) -> Vec<String> {
+    isas_of(steps, |s| match s {
+        Step::Pack { isa, .. } => Some(isa),
+        _ => None,
+    })
+}
+
 /// The instruction sets the `row_math` steps of `steps` name, as written.
 pub fn row_math_isas_of(steps: &[Step]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for step in steps {
-        if let Step::RowMath { isa, .. } = step
-            && !out.contains(isa)
-        {
-            out.push(isa.clone());
-        }
-    }
-    out
+    isas_of(steps, |s| match s {
+        Step::RowMath { isa, .. } => Some(isa),
+        _ => None,
+    })
 }
 
 /// Whether `steps` call a micro-kernel (have a `tensorize` step).

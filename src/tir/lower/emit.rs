@@ -225,15 +225,8 @@ impl Lowering<'_> {
             None => match stage.pack {
                 Some(p) => {
                     let start = self.packed_loops(index, &p)?;
-                    let call = self.pack_call(
-                        index,
-                        &p,
-                        &leaves[start..],
-                        buffer,
-                        &store_index,
-                        &value,
-                        spatial_pred,
-                    )?;
+                    let call =
+                        self.pack_call(index, &p, buffer, &store_index, &value, spatial_pred)?;
                     self.wrap_loops(index, &leaves[..start], call)?
                 }
                 None => {

@@ -5,10 +5,10 @@
 //! one of them (the columns) and every stride non-negative.
 
 use crate::schedule::{IterId, PACK_BLOCK, Packed};
-use crate::te::{DType, Expr, ExprKind, Var, max, min};
+use crate::te::{DType, Expr, ExprKind, Var};
 
 use super::super::ir::{BufferId, MicroKernelOperand, PackCall, Stmt};
-use super::tensorize::{BlockForm, block_form, flat, upper_bound};
+use super::tensorize::{BlockForm, block_counts, block_form, flat};
 use super::{LowerError, Lowering};
 
 impl Lowering<'_> {
@@ -28,37 +28,30 @@ impl Lowering<'_> {
         Ok(self.state.stages()[index].leaves.len() - PACK_BLOCK)
     }
 
-    /// The packing call replacing the loops `block` of stage `index`, whose
-    /// body is `buffer[store_index] = value` under `predicates`.
+    /// The packing call replacing the two innermost loops of stage `index`
+    /// (checked by [`Self::packed_loops`]), whose body is
+    /// `buffer[store_index] = value` under `predicates`.
     pub(super) fn pack_call(
         &self,
         index: usize,
         p: &Packed,
-        block: &[IterId],
         buffer: BufferId,
         store_index: &[Expr],
         value: &Expr,
         predicates: Vec<Expr>,
     ) -> Result<Stmt, LowerError> {
         let err = |reason: String| self.pack_error(index, reason);
+        let leaves = &self.state.stages()[index].leaves;
+        let block: &[IterId] = &leaves[leaves.len().saturating_sub(PACK_BLOCK)..];
         let vars: Vec<Var> = block
             .iter()
             .map(|l| self.layouts[index].leaf_vars[l].clone())
             .collect();
-        let uses_block = |e: &Expr| {
-            e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if vars.iter().any(|b| b.id() == v.id())))
-        };
-        let (inside, outside): (Vec<Expr>, Vec<Expr>) =
-            predicates.into_iter().partition(|p| uses_block(p));
-        let mut counts: Vec<Expr> = vars.iter().map(|v| Expr::i64(v.extent())).collect();
-        for p in &inside {
-            let (v, limit) = upper_bound::<PACK_BLOCK>(p, &vars).ok_or_else(|| {
-                err(format!(
-                    "a packed loop has a guard ({p}) that is not an upper bound on one of them"
-                ))
-            })?;
-            counts[v] = min(counts[v].clone(), max(limit, Expr::i64(0)));
-        }
+        let (counts, outside) = block_counts::<PACK_BLOCK>(&vars, predicates).map_err(|p| {
+            err(format!(
+                "a packed loop has a guard ({p}) that is not an upper bound on one of them"
+            ))
+        })?;
         let ExprKind::Read(t, src_index) = value.kind() else {
             return Err(err(format!(
                 "the copy must store one tensor read, not {value} (inline nothing into it)"

@@ -48,7 +48,7 @@ pub(super) fn flat(indices: &[Expr], shape: &[i64]) -> Expr {
 
 /// `(v, limit)` when `p` is `lhs < bound` with `lhs` affine in block loop
 /// `v` alone, with coefficient 1: the loop runs `limit = bound - rest` times.
-pub(super) fn upper_bound<const N: usize>(p: &Expr, vars: &[Var]) -> Option<(usize, Expr)> {
+fn upper_bound<const N: usize>(p: &Expr, vars: &[Var]) -> Option<(usize, Expr)> {
     let ExprKind::Cmp(CmpOp::Lt, lhs, bound) = p.kind() else {
         return None;
     };
@@ -60,6 +60,31 @@ pub(super) fn upper_bound<const N: usize>(p: &Expr, vars: &[Var]) -> Option<(usi
         }
         _ => None,
     }
+}
+
+/// The predicates of a block's statement split into those outside the
+/// block (returned second, for a guard around the call) and those on its
+/// loops, which must each be an upper bound `v + rest < bound` on one block
+/// loop: the count along each loop is its extent, or `bound - rest` where
+/// smaller (the edge of a split that does not divide). The guard that is
+/// no such bound is returned as the error.
+pub(super) fn block_counts<const N: usize>(
+    vars: &[Var],
+    predicates: Vec<Expr>,
+) -> Result<(Vec<Expr>, Vec<Expr>), Expr> {
+    let uses_block = |e: &Expr| {
+        e.any(
+            &mut |x| matches!(x.kind(), ExprKind::Var(v) if vars.iter().any(|b| b.id() == v.id())),
+        )
+    };
+    let (inside, outside): (Vec<Expr>, Vec<Expr>) =
+        predicates.into_iter().partition(|p| uses_block(p));
+    let mut counts: Vec<Expr> = vars.iter().map(|v| Expr::i64(v.extent())).collect();
+    for p in inside {
+        let (v, limit) = upper_bound::<N>(&p, vars).ok_or(p)?;
+        counts[v] = min(counts[v].clone(), max(limit, Expr::i64(0)));
+    }
+    Ok((counts, outside))
 }
 
 /// Which block loop plays which part.
@@ -121,22 +146,13 @@ impl Lowering<'_> {
             .iter()
             .map(|l| self.layouts[index].leaf_vars[l].clone())
             .collect();
-        let uses_block = |e: &Expr| {
-            e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if vars.iter().any(|b| b.id() == v.id())))
-        };
-        let (inside, outside): (Vec<Expr>, Vec<Expr>) =
-            predicates.into_iter().partition(|p| uses_block(p));
         // A guard `v + rest < bound` on one block loop shortens the call to
         // `bound - rest` along it (the kernel's edge tiles).
-        let mut counts: Vec<Expr> = vars.iter().map(|v| Expr::i64(v.extent())).collect();
-        for p in &inside {
-            let (v, limit) = upper_bound::<TENSORIZE_BLOCK>(p, &vars).ok_or_else(|| {
-                err(format!(
-                    "a loop of the block has a guard ({p}) that is not an upper bound on one of its loops"
-                ))
-            })?;
-            counts[v] = min(counts[v].clone(), max(limit, Expr::i64(0)));
-        }
+        let (counts, outside) = block_counts::<TENSORIZE_BLOCK>(&vars, predicates).map_err(|p| {
+            err(format!(
+                "a loop of the block has a guard ({p}) that is not an upper bound on one of its loops"
+            ))
+        })?;
         let ExprKind::Binary(BinOp::Mul, x, y) = value.kind() else {
             return Err(err(format!(
                 "the reduction body must be a product of two tensor reads, not {value}"
