@@ -94,23 +94,13 @@ impl State {
     /// A stage's packed loops must stay what the step found: a later step
     /// that changes them is refused, so every valid state lowers.
     pub(crate) fn check_pack(&self, index: usize) -> Result<(), StepErrorKind> {
-        let s = &self.stages[index];
-        let Some(p) = s.pack else {
+        let Some(p) = self.stages[index].pack else {
             return Ok(());
         };
-        let name = s
-            .iters
-            .get(p.iter)
-            .map_or_else(|| format!("#{}", p.iter), |it| it.name.clone());
-        let reason = if s.compute_at == ComputeAt::Inline {
-            Some("the stage would be inlined".to_string())
-        } else {
-            self.pack_loops(index, p.iter).err()
-        };
-        match reason {
-            Some(reason) => Err(StepErrorKind::Pack {
-                stage: s.name.clone(),
-                iter: name,
+        match self.step_loop_misfit(index, p.iter, State::pack_loops) {
+            Some((iter, reason)) => Err(StepErrorKind::Pack {
+                stage: self.stages[index].name.clone(),
+                iter,
                 reason: format!("a pack step runs these loops, so they must stay so: {reason}"),
             }),
             None => Ok(()),

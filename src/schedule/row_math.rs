@@ -102,27 +102,39 @@ impl State {
     /// innermost loop, vectorised, computing a transcendental): a later step
     /// that changes that is refused, so every valid state lowers.
     pub(crate) fn check_row_math(&self, index: usize) -> Result<(), StepErrorKind> {
-        let s = &self.stages[index];
-        let Some(r) = s.row_math else {
+        let Some(r) = self.stages[index].row_math else {
             return Ok(());
         };
-        let name = s
-            .iters
-            .get(r.iter)
-            .map_or_else(|| format!("#{}", r.iter), |it| it.name.clone());
-        let reason = if s.compute_at == ComputeAt::Inline {
-            Some("the stage would be inlined".to_string())
-        } else {
-            self.row_math_loop(index, r.iter).err()
-        };
-        match reason {
-            Some(reason) => Err(StepErrorKind::RowMath {
-                stage: s.name.clone(),
-                iter: name,
+        match self.step_loop_misfit(index, r.iter, State::row_math_loop) {
+            Some((iter, reason)) => Err(StepErrorKind::RowMath {
+                stage: self.stages[index].name.clone(),
+                iter,
                 reason: format!("a row_math step runs this loop, so it must stay so: {reason}"),
             }),
             None => Ok(()),
         }
+    }
+
+    /// When loop `iter` of stage `index`, which a step (row_math, pack)
+    /// runs through a routine, no longer fits it — the stage is inlined, or
+    /// `fits` refuses — the loop's name and why.
+    pub(crate) fn step_loop_misfit(
+        &self,
+        index: usize,
+        iter: IterId,
+        fits: impl Fn(&State, usize, IterId) -> Result<(), String>,
+    ) -> Option<(String, String)> {
+        let s = &self.stages[index];
+        let reason = if s.compute_at == ComputeAt::Inline {
+            Some("the stage would be inlined".to_string())
+        } else {
+            fits(self, index, iter).err()
+        }?;
+        let name = s
+            .iters
+            .get(iter)
+            .map_or_else(|| format!("#{iter}"), |it| it.name.clone());
+        Some((name, reason))
     }
 
     pub(crate) fn row_math(
