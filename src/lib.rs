@@ -14,6 +14,7 @@ pub mod codegen;
 pub mod cost;
 pub mod db;
 pub mod deploy;
+pub mod graph;
 pub mod measure;
 pub mod ops;
 pub mod runtime;

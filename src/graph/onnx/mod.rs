@@ -1,0 +1,59 @@
+//! ONNX import: the protobuf model decoded with the types `build.rs`
+//! generates from the vendored `proto/onnx.proto`, then turned into a
+//! [`Graph`](super::Graph) with typed operators and static shapes.
+
+
+/// The protobuf messages of `onnx.proto`, generated at build time.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod proto {
+    include!(concat!(env!("OUT_DIR"), "/onnx.rs"));
+}
+
+/// The default-domain opsets the reader supports.
+pub const OPSETS: std::ops::RangeInclusive<i64> = 7..=21;
+
+/// Every op type the reader accepts, as errors list them.
+pub const SUPPORTED_OP_TYPES: &[&str] = &[
+    "Abs",
+    "Add",
+    "AveragePool",
+    "BatchNormalization",
+    "Clip",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "Conv",
+    "Div",
+    "Dropout",
+    "Erf",
+    "Exp",
+    "Flatten",
+    "Gather",
+    "Gelu",
+    "Gemm",
+    "GlobalAveragePool",
+    "Identity",
+    "LRN",
+    "LayerNormalization",
+    "LeakyRelu",
+    "MatMul",
+    "MaxPool",
+    "Mul",
+    "Neg",
+    "Pow",
+    "Reciprocal",
+    "ReduceMean",
+    "Relu",
+    "Reshape",
+    "Shape",
+    "Sigmoid",
+    "Slice",
+    "Softmax",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Sum",
+    "Tanh",
+    "Transpose",
+    "Unsqueeze",
+];
