@@ -39,6 +39,9 @@ pub enum CliError {
         /// Which step and why.
         source: StepError,
     },
+    /// A model could not be read, compiled or run.
+    #[error(transparent)]
+    Graph(#[from] crate::graph::GraphError),
     /// Lowering failed.
     #[error(transparent)]
     Lower(#[from] LowerError),

@@ -10,6 +10,7 @@ mod deploy;
 mod device;
 mod error;
 mod measure;
+mod model;
 mod search_flags;
 mod tune;
 
@@ -77,6 +78,11 @@ enum Command {
     /// artifacts, a retrained cost model and a report into one folder; exit 3
     /// when a workload regressed against the artifacts it started from.
     Ci(ci::CiArgs),
+    /// ONNX models: `model show` (nodes, shapes, FLOPs, what each becomes)
+    /// and `model bench` (end-to-end latency next to ONNX Runtime's).
+    Model(model::ModelArgs),
+    /// Run an ONNX model on `.npy` inputs and write its outputs as `.npy`.
+    Run(model::RunArgs),
     /// Serve measurement requests on stdin/stdout (started by the measurer).
     #[command(hide = true)]
     MeasureWorker,
@@ -120,6 +126,8 @@ where
         Command::Bench(args) => bench::bench(&args, &Target::from_env()),
         Command::Deploy(args) => deploy::deploy(&args, &Target::from_env()),
         Command::Ci(args) => ci::ci(&args, &Target::from_env()),
+        Command::Model(args) => model::model(&args),
+        Command::Run(args) => model::run(&args),
     };
     match result {
         Ok(text) => {

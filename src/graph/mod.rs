@@ -1,11 +1,26 @@
 //! The graph level: models imported from ONNX into a typed graph IR with
 //! static shapes, each node lowered to a te [`ComputeDag`](crate::te::ComputeDag),
 //! and an executor that compiles and runs the whole model.
+//!
+//! ```text
+//! model.onnx ─► onnx::read (protobuf) ─► onnx::import (typed ops, shapes,
+//!               shape subgraphs folded) ─► Graph ─► lower (one DAG a node)
+//!               ─► exec::CompiledModel (kernels from a Library or the
+//!               default schedule, one buffer a tensor) ─► run
+//! ```
+//!
+//! In the layering the graph level stands between deploy and cli: it uses
+//! te, ops, schedule, codegen and deploy; only the CLI uses it.
 
+pub mod bench;
 mod error;
+pub mod exec;
 pub mod ir;
 pub mod lower;
+pub mod npy;
 pub mod onnx;
+pub mod printer;
 
 pub use error::GraphError;
+pub use exec::{CompileOptions, CompiledModel, Model, NodeSource, NodeTiming};
 pub use ir::{Graph, Node, Op, TensorInfo};

@@ -11,6 +11,7 @@ mod binary;
 pub mod double_double;
 mod error_bound;
 mod isa_coverage;
+pub mod onnx_models;
 pub mod ort_workloads;
 mod scratch;
 

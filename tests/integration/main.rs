@@ -25,6 +25,7 @@ mod intrinsics;
 mod jit_equivalence;
 mod kernel_api;
 mod measure_isolation;
+mod onnx_import;
 mod ops_reference;
 mod ort_harness;
 mod realtime;

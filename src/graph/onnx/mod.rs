@@ -2,6 +2,13 @@
 //! generates from the vendored `proto/onnx.proto`, then turned into a
 //! [`Graph`](super::Graph) with typed operators and static shapes.
 
+mod attributes;
+mod fold;
+mod import;
+mod nodes;
+mod shapes;
+
+pub use import::{ImportOptions, import, read};
 
 /// The protobuf messages of `onnx.proto`, generated at build time.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
@@ -19,6 +26,7 @@ pub const SUPPORTED_OP_TYPES: &[&str] = &[
     "AveragePool",
     "BatchNormalization",
     "Clip",
+    "Cast",
     "Concat",
     "Constant",
     "ConstantOfShape",
@@ -57,3 +65,9 @@ pub const SUPPORTED_OP_TYPES: &[&str] = &[
     "Transpose",
     "Unsqueeze",
 ];
+
+/// The bytes of `model` in the ONNX file format (for tools and tests that
+/// build models with the [`proto`] types).
+pub fn encode(model: &proto::ModelProto) -> Vec<u8> {
+    prost::Message::encode_to_vec(model)
+}

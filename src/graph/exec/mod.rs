@@ -1,0 +1,103 @@
+//! Running a whole model: [`Model::load`] imports it, [`Model::compile`]
+//! lowers every node and compiles its kernel (the tuned schedule from a
+//! deployed library or the tuning cache when there is one, the default
+//! schedule otherwise, saying which per node), and
+//! [`CompiledModel::run`] executes the nodes in order over one buffer per
+//! tensor.
+
+mod compile;
+mod run;
+
+use std::path::{Path, PathBuf};
+
+pub use compile::{CompileOptions, NodeSource};
+pub use run::{CompiledModel, NodeTiming};
+
+use super::error::GraphError;
+use super::ir::Graph;
+use super::onnx::{ImportOptions, import};
+use crate::te::{DType, HostTensor};
+
+/// An imported model.
+#[derive(Clone, Debug)]
+pub struct Model {
+    path: PathBuf,
+    graph: Graph,
+}
+
+impl Model {
+    /// Imports the ONNX model at `path` (its input shapes must be static).
+    pub fn load(path: impl AsRef<Path>) -> Result<Model, GraphError> {
+        Model::load_with(path, &ImportOptions::default())
+    }
+
+    /// Imports the ONNX model at `path` with the shapes of dynamic inputs
+    /// given in `options`.
+    pub fn load_with(path: impl AsRef<Path>, options: &ImportOptions) -> Result<Model, GraphError> {
+        let path = path.as_ref();
+        Ok(Model {
+            path: path.to_path_buf(),
+            graph: import(path, options)?,
+        })
+    }
+
+    /// The model as a graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The file it was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Lowers and compiles every node.
+    pub fn compile(&self, options: &CompileOptions) -> Result<CompiledModel, GraphError> {
+        compile::compile(&self.graph, options)
+    }
+}
+
+/// Checks that `inputs` name every graph input once, each f32 of the
+/// model's shape, and nothing else.
+pub fn check_inputs(graph: &Graph, inputs: &[(String, HostTensor)]) -> Result<(), GraphError> {
+    for (i, (name, _)) in inputs.iter().enumerate() {
+        if !graph.inputs.contains(name) {
+            return Err(GraphError::BadInput {
+                input: name.clone(),
+                what: format!(
+                    "the model has no such input; its inputs are {:?}",
+                    graph.inputs
+                ),
+            });
+        }
+        if inputs[..i].iter().any(|(n, _)| n == name) {
+            return Err(GraphError::BadInput {
+                input: name.clone(),
+                what: "given twice".to_string(),
+            });
+        }
+    }
+    for name in &graph.inputs {
+        let expected = graph.shape(name);
+        let Some((_, value)) = inputs.iter().find(|(n, _)| n == name) else {
+            return Err(GraphError::BadInput {
+                input: name.clone(),
+                what: format!(
+                    "not given (the model needs f32{expected:?}; pass --input {name}=FILE.npy)"
+                ),
+            });
+        };
+        if value.shape() != expected || value.dtype() != DType::F32 {
+            return Err(GraphError::BadInput {
+                input: name.clone(),
+                what: format!(
+                    "it is {}{:?}, the model expects f32{:?}",
+                    value.dtype(),
+                    value.shape(),
+                    expected
+                ),
+            });
+        }
+    }
+    Ok(())
+}
