@@ -127,3 +127,221 @@ pub(super) fn sum(mut b: KernelBuilder<'_>) -> Result<Lowered, GraphError> {
     });
     b.finish(y)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{Case, assert_close, assert_jit_matches, ravel, tabulate};
+    use crate::graph::ir::{BinaryOp, Op, UnaryOp};
+
+    /// The element of an input of shape `shape` that output point `ix` reads
+    /// under numpy broadcasting.
+    fn broadcast_at(data: &[f64], shape: &[usize], ix: &[usize]) -> f64 {
+        let lead = ix.len() - shape.len();
+        let at: Vec<usize> = shape
+            .iter()
+            .enumerate()
+            .map(|(j, &e)| if e == 1 { 0 } else { ix[lead + j] })
+            .collect();
+        data[ravel(&at, shape)]
+    }
+
+    fn erf(x: f64) -> f64 {
+        // Abramowitz–Stegun 7.1.26 is too coarse; integrate the series instead.
+        let mut sum = 0.0;
+        let mut term = x;
+        let mut n = 0.0;
+        while term.abs() > 1e-17 || n < 5.0 {
+            sum += term / (2.0 * n + 1.0);
+            n += 1.0;
+            term *= -x * x / n;
+        }
+        2.0 / std::f64::consts::PI.sqrt() * sum
+    }
+
+    #[test]
+    fn unary_ops_follow_their_formulas() {
+        let cases: [(UnaryOp, fn(f64) -> f64); 9] = [
+            (UnaryOp::Relu, |x| x.max(0.0)),
+            (UnaryOp::Sigmoid, |x| 1.0 / (1.0 + (-x).exp())),
+            (UnaryOp::Tanh, f64::tanh),
+            (UnaryOp::Erf, erf),
+            (UnaryOp::Sqrt, f64::sqrt),
+            (UnaryOp::Exp, f64::exp),
+            (UnaryOp::Neg, |x| -x),
+            (UnaryOp::Abs, f64::abs),
+            (UnaryOp::Reciprocal, |x| 1.0 / x),
+        ];
+        for (op, f) in cases {
+            let mut case = Case::new();
+            let shape = [2, 3, 5];
+            if matches!(op, UnaryOp::Sqrt | UnaryOp::Reciprocal) {
+                case.positive_input("x", &shape);
+            } else {
+                case.input("x", &shape);
+            }
+            let node = case.node(Op::Unary(op), &["x"], &shape);
+            let (kernel, got) = case.run(&node);
+            assert!(kernel.registry_op.is_none());
+            let want: Vec<f64> = case.data("x").into_iter().map(f).collect();
+            assert_close(&got, &want, 4, op_name(&node.op));
+        }
+    }
+
+    fn op_name(op: &Op) -> &'static str {
+        op.name()
+    }
+
+    #[test]
+    fn relu_and_gelu_on_matrices_are_the_registry_ops() {
+        let mut case = Case::new();
+        case.input("x", &[4, 6]);
+        let relu = case.node(Op::Unary(UnaryOp::Relu), &["x"], &[4, 6]);
+        let (kernel, got) = case.run(&relu);
+        assert_eq!(
+            kernel.registry_op,
+            Some(("relu".into(), "M=4,N=6".into()))
+        );
+        let want: Vec<f64> = case.data("x").iter().map(|x| x.max(0.0)).collect();
+        assert_close(&got, &want, 1, "relu");
+        let gelu = case.node(Op::Gelu { tanh: false }, &["x"], &[4, 6]);
+        let (kernel, got) = case.run(&gelu);
+        assert_eq!(kernel.registry_op.map(|r| r.0), Some("gelu".into()));
+        let want: Vec<f64> = case
+            .data("x")
+            .iter()
+            .map(|&x| 0.5 * x * (1.0 + erf(x / 2f64.sqrt())))
+            .collect();
+        assert_close(&got, &want, 4, "gelu");
+    }
+
+    #[test]
+    fn gelu_both_forms_clip_and_leaky_relu() {
+        let shape = [2, 3, 4];
+        let mut case = Case::new();
+        case.input("x", &shape);
+        let x = case.data("x");
+        let k = (2.0 / std::f64::consts::PI).sqrt();
+        let forms: [(Op, Box<dyn Fn(f64) -> f64>); 5] = [
+            (
+                Op::Gelu { tanh: false },
+                Box::new(|x| 0.5 * x * (1.0 + erf(x / 2f64.sqrt()))),
+            ),
+            (
+                Op::Gelu { tanh: true },
+                Box::new(move |x| 0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())),
+            ),
+            (
+                Op::Clip { min: -0.25, max: 0.5 },
+                Box::new(|x| x.clamp(-0.25, 0.5)),
+            ),
+            (
+                Op::Clip { min: f32::NEG_INFINITY, max: 0.5 },
+                Box::new(|x| x.min(0.5)),
+            ),
+            (
+                Op::LeakyRelu { alpha: 0.1 },
+                Box::new(|x| if x < 0.0 { 0.1f32 as f64 * x } else { x }),
+            ),
+        ];
+        for (op, f) in forms {
+            let node = case.node(op.clone(), &["x"], &shape);
+            let (kernel, got) = case.run(&node);
+            assert!(kernel.registry_op.is_none(), "{op:?}");
+            let want: Vec<f64> = x.iter().map(|&v| f(v)).collect();
+            assert_close(&got, &want, 8, &format!("{op:?}"));
+        }
+    }
+
+    fn check_binary(op: BinaryOp, a: &[usize], b: &[usize], out: &[usize], f: fn(f64, f64) -> f64) {
+        let mut case = Case::new();
+        if op == BinaryOp::Pow {
+            case.positive_input("a", a);
+        } else {
+            case.input("a", a);
+        }
+        case.positive_input("b", b);
+        let node = case.node(Op::Binary(op), &["a", "b"], out);
+        let (kernel, got) = case.run(&node);
+        assert_eq!(kernel.inputs, ["a", "b"]);
+        let (da, db) = (case.data("a"), case.data("b"));
+        let want = tabulate(out, |ix| f(broadcast_at(&da, a, ix), broadcast_at(&db, b, ix)));
+        assert_close(&got, &want, 4, &format!("{op:?} {a:?} {b:?}"));
+    }
+
+    #[test]
+    fn binary_ops_broadcast_like_numpy() {
+        let add: fn(f64, f64) -> f64 = |a, b| a + b;
+        check_binary(BinaryOp::Add, &[2, 3, 4], &[2, 3, 4], &[2, 3, 4], add);
+        check_binary(BinaryOp::Add, &[2, 3, 4], &[4], &[2, 3, 4], add);
+        check_binary(BinaryOp::Sub, &[2, 1, 4], &[3, 1], &[2, 3, 4], |a, b| a - b);
+        check_binary(BinaryOp::Mul, &[1, 5, 1, 1], &[2, 5, 3, 3], &[2, 5, 3, 3], |a, b| a * b);
+        check_binary(BinaryOp::Div, &[3, 1], &[1, 7], &[3, 7], |a, b| a / b);
+        check_binary(BinaryOp::Pow, &[2, 3], &[3], &[2, 3], |a, b| a.powf(b));
+    }
+
+    #[test]
+    fn one_element_constants_are_literals() {
+        let mut case = Case::new();
+        case.input("x", &[2, 5]).positive_input("p", &[2, 5]);
+        case.constant("eps", &[], vec![1e-5]);
+        case.constant("two", &[1], vec![2.0]);
+        case.constant("half", &[1, 1], vec![0.5]);
+        case.constant("three", &[], vec![3.0]);
+        case.constant("sqrt2", &[], vec![1.4142]);
+        let x = case.data("x");
+        let p = case.data("p");
+        let checks: [(BinaryOp, &str, &str, Box<dyn Fn(usize) -> f64>); 6] = [
+            (BinaryOp::Add, "x", "eps", Box::new(|i| x[i] + 1e-5f32 as f64)),
+            (BinaryOp::Pow, "x", "two", Box::new(|i| x[i] * x[i])),
+            (BinaryOp::Pow, "p", "half", Box::new(|i| p[i].sqrt())),
+            (BinaryOp::Pow, "p", "three", Box::new(|i| p[i].powi(3))),
+            (BinaryOp::Div, "x", "sqrt2", Box::new(|i| x[i] / 1.4142f32 as f64)),
+            (BinaryOp::Sub, "two", "x", Box::new(|i| 2.0 - x[i])),
+        ];
+        for (op, a, b, f) in checks {
+            let node = case.node(Op::Binary(op), &[a, b], &[2, 5]);
+            let (kernel, got) = case.run(&node);
+            let runtime: Vec<&str> = [a, b].into_iter().filter(|n| n.len() == 1).collect();
+            assert_eq!(kernel.inputs, runtime, "{op:?}({a}, {b})");
+            let want: Vec<f64> = (0..10).map(|i| f(i)).collect();
+            assert_close(&got, &want, 4, &format!("{op:?}({a}, {b})"));
+        }
+        // x² is a product, not a call of pow.
+        let node = case.node(Op::Binary(BinaryOp::Pow), &["x", "two"], &[2, 5]);
+        let text = format!("{:?}", case.kernel(&node).dag.outputs()[0].compute_op().map(|c| c.body.clone()));
+        assert!(!text.contains("pow"), "{text}");
+    }
+
+    #[test]
+    fn sum_adds_any_number_of_broadcast_inputs() {
+        let mut case = Case::new();
+        case.input("a", &[2, 3]).input("b", &[3]).input("c", &[2, 1]);
+        let node = case.node(Op::Sum, &["a", "b", "c"], &[2, 3]);
+        let (_, got) = case.run(&node);
+        let (a, b, c) = (case.data("a"), case.data("b"), case.data("c"));
+        let want = tabulate(&[2, 3], |ix| a[ix[0] * 3 + ix[1]] + b[ix[1]] + c[ix[0]]);
+        assert_close(&got, &want, 3, "sum");
+        let single = case.node(Op::Sum, &["a"], &[2, 3]);
+        assert_close(&case.run(&single).1, &a, 1, "sum of one");
+    }
+
+    #[test]
+    fn shapes_that_do_not_broadcast_are_bad_nodes() {
+        let mut case = Case::new();
+        case.input("a", &[2, 3]).input("b", &[2]);
+        let node = case.node(Op::Binary(BinaryOp::Add), &["a", "b"], &[2, 3]);
+        let err = case.lower(&node).err().map(|e| e.to_string());
+        assert!(err.as_deref().is_some_and(|e| e.contains("does not broadcast")), "{err:?}");
+    }
+
+    #[test]
+    fn broadcast_and_gelu_compile_through_the_jit() {
+        let mut case = Case::new();
+        case.input("a", &[2, 1, 5]).input("b", &[3, 1]);
+        let node = case.node(Op::Binary(BinaryOp::Mul), &["a", "b"], &[2, 3, 5]);
+        let kernel = case.kernel(&node);
+        assert_jit_matches(&case, &kernel, 2, "mul broadcast");
+        let gelu = case.node(Op::Gelu { tanh: true }, &["a"], &[2, 1, 5]);
+        assert_jit_matches(&case, &case.kernel(&gelu), 8, "gelu tanh");
+    }
+}
