@@ -224,3 +224,208 @@ fn geometry(b: &KernelBuilder<'_>, a: &ConvAttrs) -> Result<Geometry, GraphError
         output,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{Case, assert_close, assert_jit_matches, ravel, tabulate};
+    use crate::graph::GraphError;
+    use crate::graph::ir::{ConvAttrs, Op};
+
+    fn attrs(kernel: &[i64], strides: &[i64], begin: &[i64], end: &[i64], dil: &[i64], group: i64) -> ConvAttrs {
+        ConvAttrs {
+            kernel: kernel.to_vec(),
+            strides: strides.to_vec(),
+            pads_begin: begin.to_vec(),
+            pads_end: end.to_vec(),
+            dilations: dil.to_vec(),
+            group,
+        }
+    }
+
+    /// ONNX Conv, written as plain loops over every output and tap.
+    fn reference(
+        x: &[f64],
+        xs: &[usize],
+        w: &[f64],
+        ws: &[usize],
+        bias: Option<&[f64]>,
+        a: &ConvAttrs,
+        out: &[usize],
+    ) -> Vec<f64> {
+        let spatial = xs.len() - 2;
+        let (cg, kg) = (ws[1], ws[0] / a.group as usize);
+        let kernel = &ws[2..];
+        tabulate(out, |o| {
+            let (n, k) = (o[0], o[1]);
+            let g = k / kg;
+            let mut total = bias.map_or(0.0, |b| b[k]);
+            let taps: usize = kernel.iter().product();
+            for c in 0..cg {
+                for t in 0..taps {
+                    let tap = super::super::test_support::unravel(t, kernel);
+                    let mut at = vec![n, g * cg + c];
+                    let mut inside = true;
+                    for d in 0..spatial {
+                        let p = o[d + 2] as i64 * a.strides[d] + tap[d] as i64 * a.dilations[d]
+                            - a.pads_begin[d];
+                        inside &= p >= 0 && p < xs[d + 2] as i64;
+                        at.push(p.max(0) as usize);
+                    }
+                    if inside {
+                        let mut wat = vec![k, c];
+                        wat.extend_from_slice(&tap);
+                        total += x[ravel(&at, xs)] * w[ravel(&wat, ws)];
+                    }
+                }
+            }
+            total
+        })
+    }
+
+    struct Conv<'a> {
+        x: &'a [usize],
+        w: &'a [usize],
+        bias: bool,
+        attrs: ConvAttrs,
+        out: &'a [usize],
+    }
+
+    /// Lowers the conv, checks it against the loops and returns the kernel's registry op.
+    fn check(c: &Conv<'_>, jit: bool) -> Option<(String, String)> {
+        let mut case = Case::new();
+        case.input("x", c.x).random_constant("w", c.w);
+        let mut inputs = vec!["x", "w"];
+        if c.bias {
+            case.random_constant("b", &[c.w[0]]);
+            inputs.push("b");
+        }
+        let node = case.node(Op::Conv(c.attrs.clone()), &inputs, c.out);
+        let (kernel, got) = case.run(&node);
+        assert_eq!(kernel.inputs, inputs);
+        let b = case.data("b");
+        let want = reference(
+            &case.data("x"),
+            c.x,
+            &case.data("w"),
+            c.w,
+            c.bias.then_some(b.as_slice()),
+            &c.attrs,
+            c.out,
+        );
+        let terms = c.w[1..].iter().product::<usize>() + 1;
+        assert_close(&got, &want, terms, &format!("conv {:?}", c.attrs));
+        if jit {
+            assert_jit_matches(&case, &kernel, terms, "conv");
+        }
+        kernel.registry_op
+    }
+
+    #[test]
+    fn plain_convolutions_are_registry_ops() {
+        let c = Conv {
+            x: &[1, 3, 7, 7],
+            w: &[4, 3, 3, 3],
+            bias: false,
+            attrs: attrs(&[3, 3], &[2, 2], &[1, 1], &[1, 1], &[1, 1], 1),
+            out: &[1, 4, 4, 4],
+        };
+        assert_eq!(
+            check(&c, false),
+            Some((
+                "conv2d".into(),
+                "N=1,C=3,H=7,W=7,K=4,R=3,S=3,stride=2,pad=1,dilation=1".into()
+            ))
+        );
+        let grouped = Conv {
+            x: &[1, 4, 6, 6],
+            w: &[6, 2, 3, 3],
+            bias: false,
+            attrs: attrs(&[3, 3], &[1, 1], &[1, 1], &[1, 1], &[2, 2], 2),
+            out: &[1, 6, 4, 4],
+        };
+        assert_eq!(check(&grouped, false).map(|r| r.0), Some("group_conv2d".into()));
+        let depthwise = Conv {
+            x: &[2, 3, 5, 6],
+            w: &[3, 1, 3, 3],
+            bias: false,
+            attrs: attrs(&[3, 3], &[1, 1], &[1, 1], &[1, 1], &[1, 1], 3),
+            out: &[2, 3, 5, 6],
+        };
+        assert_eq!(check(&depthwise, false).map(|r| r.0), Some("depthwise_conv2d".into()));
+        let one_d = Conv {
+            x: &[1, 2, 9],
+            w: &[3, 2, 3],
+            bias: false,
+            attrs: attrs(&[3], &[2], &[1], &[1], &[1], 1),
+            out: &[1, 3, 5],
+        };
+        assert_eq!(check(&one_d, false).map(|r| r.0), Some("conv1d".into()));
+    }
+
+    #[test]
+    fn other_convolutions_are_built_with_te() {
+        let cases = [
+            // Bias.
+            Conv {
+                x: &[1, 3, 5, 5],
+                w: &[2, 3, 3, 3],
+                bias: true,
+                attrs: attrs(&[3, 3], &[1, 1], &[1, 1], &[1, 1], &[1, 1], 1),
+                out: &[1, 2, 5, 5],
+            },
+            // Asymmetric pads, unequal strides.
+            Conv {
+                x: &[1, 2, 7, 6],
+                w: &[3, 2, 3, 2],
+                bias: false,
+                attrs: attrs(&[3, 2], &[2, 1], &[0, 1], &[2, 0], &[1, 1], 1),
+                out: &[1, 3, 4, 6],
+            },
+            // Dilation 2, stride 2, groups 2, bias.
+            Conv {
+                x: &[2, 4, 9, 9],
+                w: &[4, 2, 3, 3],
+                bias: true,
+                attrs: attrs(&[3, 3], &[2, 2], &[2, 2], &[2, 2], &[2, 2], 2),
+                out: &[2, 4, 5, 5],
+            },
+            // Depthwise with bias and asymmetric padding.
+            Conv {
+                x: &[1, 3, 6, 6],
+                w: &[3, 1, 3, 3],
+                bias: true,
+                attrs: attrs(&[3, 3], &[1, 1], &[1, 0], &[1, 3], &[1, 1], 3),
+                out: &[1, 3, 6, 7],
+            },
+            // 1-D with asymmetric pads and dilation.
+            Conv {
+                x: &[1, 2, 8],
+                w: &[2, 2, 3],
+                bias: true,
+                attrs: attrs(&[3], &[1], &[2], &[0], &[2], 1),
+                out: &[1, 2, 6],
+            },
+        ];
+        for (i, c) in cases.iter().enumerate() {
+            assert_eq!(check(c, i == 0 || i == 2), None, "case {i}");
+        }
+    }
+
+    #[test]
+    fn convolutions_over_four_dimensions_are_unsupported() {
+        let mut case = Case::new();
+        case.input("x", &[1, 1, 2, 2, 2, 2]).random_constant("w", &[1, 1, 1, 1, 1, 1]);
+        let a = attrs(&[1; 4], &[1; 4], &[0; 4], &[0; 4], &[1; 4], 1);
+        let node = case.node(Op::Conv(a), &["x", "w"], &[1, 1, 2, 2, 2, 2]);
+        assert!(matches!(case.lower(&node), Err(GraphError::Unsupported { .. })));
+    }
+
+    #[test]
+    fn a_wrong_output_shape_is_a_bad_node() {
+        let mut case = Case::new();
+        case.input("x", &[1, 1, 5, 5]).random_constant("w", &[1, 1, 3, 3]);
+        let a = attrs(&[3, 3], &[1, 1], &[0, 0], &[0, 0], &[1, 1], 1);
+        let node = case.node(Op::Conv(a), &["x", "w"], &[1, 1, 5, 5]);
+        assert!(matches!(case.lower(&node), Err(GraphError::BadNode { .. })));
+    }
+}
