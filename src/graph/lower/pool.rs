@@ -274,3 +274,132 @@ pub(super) fn global_average_pool(mut b: KernelBuilder<'_>) -> Result<Lowered, G
     let mean = compute("mean", &out, |ix| total.at(ix) / count as f32);
     b.finish(mean)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{Case, assert_close, assert_jit_matches, ravel, tabulate};
+    use crate::graph::ir::{Op, PoolAttrs};
+
+    fn attrs(k: &[i64], s: &[i64], begin: &[i64], end: &[i64], ceil: bool, include: bool) -> PoolAttrs {
+        PoolAttrs {
+            kernel: k.to_vec(),
+            strides: s.to_vec(),
+            pads_begin: begin.to_vec(),
+            pads_end: end.to_vec(),
+            ceil_mode: ceil,
+            count_include_pad: include,
+        }
+    }
+
+    /// ONNX 2-D pooling as loops: window (oy, ox) starts at o·s − pad_begin;
+    /// the average's divisor counts the window inside the padded input
+    /// (count_include_pad) or inside the input.
+    fn reference(x: &[f64], xs: &[usize], a: &PoolAttrs, out: &[usize], max: bool) -> Vec<f64> {
+        tabulate(out, |o| {
+            let mut best = f64::NEG_INFINITY;
+            let (mut total, mut inside, mut padded) = (0.0, 0, 0);
+            for r in 0..a.kernel[0] {
+                for s in 0..a.kernel[1] {
+                    let y = o[2] as i64 * a.strides[0] + r - a.pads_begin[0];
+                    let x_ = o[3] as i64 * a.strides[1] + s - a.pads_begin[1];
+                    let (h, w) = (xs[2] as i64, xs[3] as i64);
+                    if y < h + a.pads_end[0] && x_ < w + a.pads_end[1] {
+                        padded += 1;
+                    }
+                    if (0..h).contains(&y) && (0..w).contains(&x_) {
+                        let v = x[ravel(&[o[0], o[1], y as usize, x_ as usize], xs)];
+                        best = best.max(v);
+                        total += v;
+                        inside += 1;
+                    }
+                }
+            }
+            if max {
+                best
+            } else if a.count_include_pad {
+                total / padded as f64
+            } else {
+                total / inside as f64
+            }
+        })
+    }
+
+    fn check(xs: &[usize], a: PoolAttrs, out: &[usize], max: bool, jit: bool) -> Option<String> {
+        let mut case = Case::new();
+        case.input("x", xs);
+        let op = if max { Op::MaxPool(a.clone()) } else { Op::AveragePool(a.clone()) };
+        let node = case.node(op, &["x"], out);
+        let (kernel, got) = case.run(&node);
+        let want = reference(&case.data("x"), xs, &a, out, max);
+        let terms = (a.kernel[0] * a.kernel[1]) as usize;
+        assert_close(&got, &want, terms, &format!("pool max={max} {a:?}"));
+        if jit {
+            assert_jit_matches(&case, &kernel, terms, "pool");
+        }
+        kernel.registry_op.map(|r| r.0)
+    }
+
+    #[test]
+    fn pools_matching_the_registry_use_it() {
+        let a = attrs(&[3, 3], &[2, 2], &[1, 1], &[1, 1], false, false);
+        assert_eq!(check(&[1, 2, 7, 7], a.clone(), &[1, 2, 4, 4], true, false), Some("max_pool2d".into()));
+        // Average with padding that does not count is not the registry's.
+        assert_eq!(check(&[1, 2, 7, 7], a, &[1, 2, 4, 4], false, true), None);
+        let counted = attrs(&[3, 3], &[2, 2], &[1, 1], &[1, 1], false, true);
+        assert_eq!(check(&[1, 2, 7, 7], counted, &[1, 2, 4, 4], false, false), Some("avg_pool2d".into()));
+        let unpadded = attrs(&[2, 2], &[2, 2], &[0, 0], &[0, 0], false, false);
+        assert_eq!(check(&[2, 3, 6, 6], unpadded, &[2, 3, 3, 3], false, false), Some("avg_pool2d".into()));
+        // Ceil mode that adds no window is the floor pool.
+        let ceil_same = attrs(&[2, 2], &[2, 2], &[0, 0], &[0, 0], true, false);
+        assert_eq!(check(&[1, 1, 6, 6], ceil_same, &[1, 1, 3, 3], true, false), Some("max_pool2d".into()));
+    }
+
+    #[test]
+    fn ceil_mode_and_asymmetric_pads_are_built_with_te() {
+        for include in [false, true] {
+            let ceil = attrs(&[3, 3], &[2, 2], &[0, 0], &[0, 0], true, include);
+            assert_eq!(check(&[1, 2, 6, 6], ceil.clone(), &[1, 2, 3, 3], false, true), None);
+            assert_eq!(check(&[1, 2, 6, 6], ceil, &[1, 2, 3, 3], true, include), None);
+            let asym = attrs(&[3, 2], &[1, 2], &[1, 0], &[0, 1], false, include);
+            assert_eq!(check(&[1, 2, 5, 6], asym.clone(), &[1, 2, 4, 3], false, false), None);
+            assert_eq!(check(&[1, 2, 5, 6], asym, &[1, 2, 4, 3], true, false), None);
+            let ceil_padded = attrs(&[3, 3], &[2, 2], &[1, 1], &[1, 1], true, include);
+            assert_eq!(check(&[1, 1, 6, 6], ceil_padded, &[1, 1, 4, 4], false, include), None);
+        }
+    }
+
+    #[test]
+    fn an_output_extent_ceil_mode_cannot_give_is_a_bad_node() {
+        let mut case = Case::new();
+        case.input("x", &[1, 1, 6, 6]);
+        let a = attrs(&[3, 3], &[2, 2], &[0, 0], &[0, 0], false, false);
+        let node = case.node(Op::MaxPool(a), &["x"], &[1, 1, 3, 3]);
+        assert!(matches!(case.lower(&node), Err(crate::graph::GraphError::BadNode { .. })));
+    }
+
+    #[test]
+    fn global_average_pool_means_every_plane() {
+        for (xs, registry) in [(&[2, 3, 4, 5][..], true), (&[2, 3, 7][..], false), (&[1, 2, 2, 3, 2][..], false)] {
+            let mut case = Case::new();
+            case.input("x", xs);
+            let mut out = xs.to_vec();
+            out[2..].fill(1);
+            let node = case.node(Op::GlobalAveragePool, &["x"], &out);
+            let (kernel, got) = case.run(&node);
+            assert_eq!(kernel.registry_op.is_some(), registry);
+            if registry {
+                assert_eq!(kernel.registry_op.as_ref().map(|r| r.0.as_str()), Some("avg_pool2d"));
+            }
+            let x = case.data("x");
+            let plane: usize = xs[2..].iter().product();
+            let want = tabulate(&out, |o| {
+                let start = (o[0] * xs[1] + o[1]) * plane;
+                x[start..start + plane].iter().sum::<f64>() / plane as f64
+            });
+            assert_close(&got, &want, plane, "global average pool");
+            if !registry {
+                assert_jit_matches(&case, &kernel, plane, "global average pool");
+            }
+        }
+    }
+}
