@@ -175,3 +175,139 @@ pub(super) fn gemm(
     });
     b.finish(y)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{Case, assert_close, assert_jit_matches, ravel, tabulate};
+    use crate::graph::ir::Op;
+
+    /// numpy matmul as loops over the broadcast output.
+    fn reference(a: &[f64], sa: &[usize], b: &[f64], sb: &[usize], out: &[usize]) -> Vec<f64> {
+        let pa: Vec<usize> = if sa.len() == 1 { vec![1, sa[0]] } else { sa.to_vec() };
+        let pb: Vec<usize> = if sb.len() == 1 { vec![sb[0], 1] } else { sb.to_vec() };
+        let k = pa[pa.len() - 1];
+        let nb = pa.len().max(pb.len()) - 2;
+        // The output with the promoted dimensions put back.
+        let mut full = out[..nb].to_vec();
+        full.push(pa[pa.len() - 2]);
+        full.push(pb[pb.len() - 1]);
+        tabulate(&full, |o| {
+            let pick = |shape: &[usize], row: usize, col: usize| -> Vec<usize> {
+                let batch = shape.len() - 2;
+                let mut at: Vec<usize> = (0..batch)
+                    .map(|j| if shape[j] == 1 { 0 } else { o[nb - batch + j] })
+                    .collect();
+                at.push(row);
+                at.push(col);
+                at
+            };
+            (0..k)
+                .map(|r| a[ravel(&pick(&pa, o[nb], r), &pa)] * b[ravel(&pick(&pb, r, o[nb + 1]), &pb)])
+                .sum()
+        })
+    }
+
+    fn check(sa: &[usize], sb: &[usize], out: &[usize], jit: bool) -> Option<String> {
+        let mut case = Case::new();
+        case.input("a", sa).input("b", sb);
+        let node = case.node(Op::MatMul, &["a", "b"], out);
+        let (kernel, got) = case.run(&node);
+        let want = reference(&case.data("a"), sa, &case.data("b"), sb, out);
+        let k = sa[sa.len() - 1];
+        assert_close(&got, &want, k, &format!("matmul {sa:?}·{sb:?}"));
+        if jit {
+            assert_jit_matches(&case, &kernel, k, "matmul");
+        }
+        kernel.registry_op.map(|r| format!("{}[{}]", r.0, r.1))
+    }
+
+    #[test]
+    fn matmul_uses_the_registry_for_matrices_and_equal_batches() {
+        assert_eq!(check(&[3, 4], &[4, 5], &[3, 5], false), Some("matmul[M=3,N=5,K=4]".into()));
+        assert_eq!(
+            check(&[2, 3, 4], &[2, 4, 5], &[2, 3, 5], false),
+            Some("batch_matmul[B=2,M=3,N=5,K=4]".into())
+        );
+    }
+
+    #[test]
+    fn matmul_broadcasts_and_promotes_vectors() {
+        assert_eq!(check(&[2, 3, 4], &[4, 5], &[2, 3, 5], true), None);
+        assert_eq!(check(&[2, 1, 3, 4], &[3, 4, 2], &[2, 3, 3, 2], false), None);
+        assert_eq!(check(&[4], &[2, 4, 3], &[2, 3], false), None);
+        assert_eq!(check(&[2, 3, 4], &[4], &[2, 3], false), None);
+        assert_eq!(check(&[4], &[4], &[], true), None);
+    }
+
+    struct Gemm {
+        alpha: f32,
+        beta: f32,
+        trans_a: bool,
+        trans_b: bool,
+    }
+
+    fn check_gemm(g: &Gemm, m: usize, n: usize, k: usize, c: Option<&[usize]>, jit: bool) -> Option<String> {
+        let mut case = Case::new();
+        let sa = if g.trans_a { [k, m] } else { [m, k] };
+        let sb = if g.trans_b { [n, k] } else { [k, n] };
+        case.input("a", &sa).random_constant("b", &sb);
+        let mut inputs = vec!["a", "b"];
+        if let Some(sc) = c {
+            case.random_constant("c", sc);
+            inputs.push("c");
+        }
+        let op = Op::Gemm {
+            alpha: g.alpha,
+            beta: g.beta,
+            trans_a: g.trans_a,
+            trans_b: g.trans_b,
+        };
+        let node = case.node(op, &inputs, &[m, n]);
+        let (kernel, got) = case.run(&node);
+        let (a, b, cv) = (case.data("a"), case.data("b"), case.data("c"));
+        let want = tabulate(&[m, n], |o| {
+            let mut p = 0.0;
+            for r in 0..k {
+                let av = if g.trans_a { a[r * m + o[0]] } else { a[o[0] * k + r] };
+                let bv = if g.trans_b { b[o[1] * k + r] } else { b[r * n + o[1]] };
+                p += av * bv;
+            }
+            let bias = c.map_or(0.0, |sc| {
+                let lead = 2 - sc.len();
+                let at: Vec<usize> = sc
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &e)| if e == 1 { 0 } else { o[lead + j] })
+                    .collect();
+                cv[ravel(&at, sc)]
+            });
+            f64::from(g.alpha) * p + f64::from(g.beta) * bias
+        });
+        assert_close(&got, &want, k + 2, "gemm");
+        if jit {
+            assert_jit_matches(&case, &kernel, k + 2, "gemm");
+        }
+        kernel.registry_op.map(|r| r.0)
+    }
+
+    #[test]
+    fn gemm_is_dense_or_matmul_where_it_fits() {
+        let plain = |trans_b| Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b };
+        assert_eq!(check_gemm(&plain(true), 3, 5, 4, None, false), Some("dense".into()));
+        assert_eq!(check_gemm(&plain(true), 3, 5, 4, Some(&[5]), false), Some("dense_bias".into()));
+        assert_eq!(check_gemm(&plain(true), 3, 5, 4, Some(&[1, 5]), false), Some("dense_bias".into()));
+        assert_eq!(check_gemm(&plain(false), 3, 5, 4, None, false), Some("matmul".into()));
+    }
+
+    #[test]
+    fn gemm_with_transposes_scales_and_broadcast_c_is_built_with_te() {
+        let g = Gemm { alpha: 0.5, beta: 2.0, trans_a: true, trans_b: true };
+        assert_eq!(check_gemm(&g, 3, 5, 4, Some(&[3, 1]), true), None);
+        let g = Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: false };
+        assert_eq!(check_gemm(&g, 3, 5, 4, Some(&[3, 5]), false), None);
+        let g = Gemm { alpha: 1.5, beta: 1.0, trans_a: true, trans_b: false };
+        assert_eq!(check_gemm(&g, 2, 3, 6, None, false), None);
+        let g = Gemm { alpha: 1.0, beta: 0.5, trans_a: false, trans_b: true };
+        assert_eq!(check_gemm(&g, 2, 3, 6, Some(&[1]), false), None);
+    }
+}
