@@ -194,3 +194,161 @@ pub(super) fn lrn(
     });
     b.finish(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{Case, assert_close, assert_jit_matches, ravel, tabulate, unravel};
+    use crate::graph::ir::Op;
+
+    #[test]
+    fn batch_norm_normalises_each_channel() {
+        let mut case = Case::new();
+        let xs = [2, 3, 2, 2];
+        case.input("x", &xs)
+            .random_constant("scale", &[3])
+            .random_constant("bias", &[3])
+            .random_constant("mean", &[3])
+            .constant("var", &[3], vec![0.5, 1.0, 2.0]);
+        let node = case.node(
+            Op::BatchNormalization { epsilon: 1e-3 },
+            &["x", "scale", "bias", "mean", "var"],
+            &xs,
+        );
+        let (kernel, got) = case.run(&node);
+        assert_eq!(kernel.inputs, ["x", "scale", "bias", "mean", "var"]);
+        let (x, s, b, m, v) = (case.data("x"), case.data("scale"), case.data("bias"), case.data("mean"), case.data("var"));
+        let eps = f64::from(1e-3f32);
+        let want = tabulate(&xs, |o| {
+            let c = o[1];
+            (x[ravel(o, &xs)] - m[c]) / (v[c] + eps).sqrt() * s[c] + b[c]
+        });
+        assert_close(&got, &want, 6, "batch norm");
+    }
+
+    /// Softmax over axes `lo..=hi` as loops.
+    fn softmax_reference(x: &[f64], shape: &[usize], lo: usize, hi: usize) -> Vec<f64> {
+        let row = |o: &[usize]| -> Vec<usize> {
+            let inner: Vec<usize> = shape[lo..=hi].to_vec();
+            let n: usize = inner.iter().product();
+            (0..n)
+                .map(|p| {
+                    let mut at = o.to_vec();
+                    at.splice(lo..=hi, unravel(p, &inner));
+                    ravel(&at, shape)
+                })
+                .collect()
+        };
+        tabulate(shape, |o| {
+            let members = row(o);
+            let max = members.iter().map(|&p| x[p]).fold(f64::NEG_INFINITY, f64::max);
+            let total: f64 = members.iter().map(|&p| (x[p] - max).exp()).sum();
+            (x[ravel(o, shape)] - max).exp() / total
+        })
+    }
+
+    #[test]
+    fn softmax_over_the_last_axis_of_a_matrix_is_the_registry_op() {
+        let mut case = Case::new();
+        case.input("x", &[3, 7]);
+        let node = case.node(Op::Softmax { axis: 1, last_axis: 1 }, &["x"], &[3, 7]);
+        let (kernel, got) = case.run(&node);
+        assert_eq!(kernel.registry_op, Some(("softmax".into(), "M=3,N=7".into())));
+        assert_close(&got, &softmax_reference(&case.data("x"), &[3, 7], 1, 1), 8, "softmax");
+    }
+
+    #[test]
+    fn softmax_over_middle_trailing_and_all_axes() {
+        let shape = [2, 3, 4];
+        for (lo, hi, jit) in [(1, 1, true), (0, 0, false), (1, 2, false), (0, 2, true), (2, 2, false)] {
+            let mut case = Case::new();
+            case.input("x", &shape);
+            let node = case.node(Op::Softmax { axis: lo, last_axis: hi }, &["x"], &shape);
+            let (kernel, got) = case.run(&node);
+            assert!(kernel.registry_op.is_none());
+            let want = softmax_reference(&case.data("x"), &shape, lo, hi);
+            assert_close(&got, &want, 16, &format!("softmax {lo}..={hi}"));
+            if jit {
+                assert_jit_matches(&case, &kernel, 16, "softmax");
+            }
+        }
+    }
+
+    fn layer_norm_reference(x: &[f64], shape: &[usize], axis: usize, scale: &[f64], bias: Option<&[f64]>, eps: f64) -> Vec<f64> {
+        let n: usize = shape[axis..].iter().product();
+        let rows: Vec<(f64, f64)> = x
+            .chunks(n)
+            .map(|r| {
+                let mean = r.iter().sum::<f64>() / n as f64;
+                let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
+                (mean, var)
+            })
+            .collect();
+        (0..x.len())
+            .map(|p| {
+                let (mean, var) = rows[p / n];
+                let i = p % n;
+                (x[p] - mean) / (var + eps).sqrt() * scale[i] + bias.map_or(0.0, |b| b[i])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn layer_norm_of_matrices_with_the_registry_epsilon_is_the_registry_op() {
+        let mut case = Case::new();
+        case.input("x", &[3, 8]).random_constant("g", &[8]).random_constant("b", &[8]);
+        let node = case.node(Op::LayerNormalization { axis: 1, epsilon: 1e-5 }, &["x", "g", "b"], &[3, 8]);
+        let (kernel, got) = case.run(&node);
+        assert_eq!(kernel.registry_op.map(|r| r.0), Some("layer_norm".into()));
+        let want = layer_norm_reference(&case.data("x"), &[3, 8], 1, &case.data("g"), Some(&case.data("b")), f64::from(1e-5f32));
+        assert_close(&got, &want, 16, "layer norm");
+        let other = case.node(Op::LayerNormalization { axis: 1, epsilon: 1e-6 }, &["x", "g", "b"], &[3, 8]);
+        assert!(case.kernel(&other).registry_op.is_none());
+    }
+
+    #[test]
+    fn layer_norm_over_trailing_axes_with_and_without_bias() {
+        let shape = [2, 3, 4];
+        for (axis, with_bias) in [(2, true), (1, false), (1, true)] {
+            let mut case = Case::new();
+            let norm = &shape[axis..];
+            case.input("x", &shape).random_constant("g", norm).random_constant("b", norm);
+            let inputs: &[&str] = if with_bias { &["x", "g", "b"] } else { &["x", "g"] };
+            let node = case.node(Op::LayerNormalization { axis, epsilon: 1e-3 }, inputs, &shape);
+            let (kernel, got) = case.run(&node);
+            assert!(kernel.registry_op.is_none());
+            let b = case.data("b");
+            let want = layer_norm_reference(&case.data("x"), &shape, axis, &case.data("g"), with_bias.then_some(b.as_slice()), f64::from(1e-3f32));
+            assert_close(&got, &want, 24, &format!("layer norm axis {axis}"));
+            if axis == 1 && with_bias {
+                assert_jit_matches(&case, &kernel, 24, "layer norm");
+            }
+        }
+    }
+
+    #[test]
+    fn lrn_sums_squares_over_a_channel_window() {
+        for size in [3, 4] {
+            let xs = [1, 5, 2, 3];
+            let mut case = Case::new();
+            case.input("x", &xs);
+            let (alpha, beta, bias) = (1e-2f32, 0.75f32, 2.0f32);
+            let node = case.node(Op::Lrn { size, alpha, beta, bias }, &["x"], &xs);
+            let (kernel, got) = case.run(&node);
+            let x = case.data("x");
+            let (lo, hi) = ((size - 1) / 2, size - 1 - (size - 1) / 2);
+            let want = tabulate(&xs, |o| {
+                let mut sq = 0.0;
+                for c in (o[1] as i64 - lo)..=(o[1] as i64 + hi) {
+                    if (0..xs[1] as i64).contains(&c) {
+                        let v = x[ravel(&[o[0], c as usize, o[2], o[3]], &xs)];
+                        sq += v * v;
+                    }
+                }
+                let base = f64::from(bias) + f64::from(alpha) / size as f64 * sq;
+                x[ravel(o, &xs)] / base.powf(f64::from(beta))
+            });
+            assert_close(&got, &want, size as usize + 8, &format!("lrn size {size}"));
+            assert_jit_matches(&case, &kernel, size as usize + 8, "lrn");
+        }
+    }
+}
