@@ -43,9 +43,7 @@ pub enum GraphError {
         max: i64,
     },
     /// A node whose operator tessera does not support.
-    #[error(
-        "node '{node}': operator {op_type} is not supported; supported operators: {supported}"
-    )]
+    #[error("node '{node}': operator {op_type} is not supported; supported operators: {supported}")]
     UnsupportedOp {
         /// The node's name.
         node: String,

@@ -87,15 +87,19 @@ impl<'a> KernelBuilder<'a> {
     /// The graph tensor name of data input `index`, or an error naming how
     /// many inputs the op takes.
     pub(super) fn input_name(&self, index: usize) -> Result<&'a str, GraphError> {
-        self.node.inputs.get(index).map(String::as_str).ok_or_else(|| {
-            GraphError::bad_node(
-                self.node,
-                format!(
-                    "input {index} is missing; the node has {} input(s)",
-                    self.node.inputs.len()
-                ),
-            )
-        })
+        self.node
+            .inputs
+            .get(index)
+            .map(String::as_str)
+            .ok_or_else(|| {
+                GraphError::bad_node(
+                    self.node,
+                    format!(
+                        "input {index} is missing; the node has {} input(s)",
+                        self.node.inputs.len()
+                    ),
+                )
+            })
     }
 
     /// Whether data input `index` is present.
@@ -301,11 +305,13 @@ impl<'a> KernelBuilder<'a> {
     ) -> Result<Lowered, GraphError> {
         let mut given = Vec::with_capacity(params.len());
         for &(param, value) in params {
-            let value = i64::try_from(value)
-                .map_err(|_| GraphError::bad_node(self.node, format!("{param}={value} is too large")))?;
+            let value = i64::try_from(value).map_err(|_| {
+                GraphError::bad_node(self.node, format!("{param}={value} is too large"))
+            })?;
             given.push((param, value));
         }
-        let (dag, shape) = build_registry(name, &given).map_err(|e| GraphError::lower(self.node, e))?;
+        let (dag, shape) =
+            build_registry(name, &given).map_err(|e| GraphError::lower(self.node, e))?;
         let tensors = inputs
             .iter()
             .map(|&i| self.input_name(i).map(str::to_string))

@@ -51,7 +51,14 @@ pub(super) fn conv(mut b: KernelBuilder<'_>, a: &ConvAttrs) -> Result<Lowered, G
                 return b.registry("conv2d", &[&p[..], &q, &common].concat(), &[0, 1]);
             }
             ([h, w], [r, s], groups) if groups == c && k == c => {
-                let p = [("N", n), ("C", c), ("H", *h), ("W", *w), ("R", *r), ("S", *s)];
+                let p = [
+                    ("N", n),
+                    ("C", c),
+                    ("H", *h),
+                    ("W", *w),
+                    ("R", *r),
+                    ("S", *s),
+                ];
                 return b.registry("depthwise_conv2d", &[&p[..], &common].concat(), &[0, 1]);
             }
             ([h, w], [r, s], groups) => {
@@ -61,7 +68,14 @@ pub(super) fn conv(mut b: KernelBuilder<'_>, a: &ConvAttrs) -> Result<Lowered, G
                 return b.registry("group_conv2d", &params, &[0, 1]);
             }
             ([d, h, w], [t, r, s], 1) => {
-                let p = [("N", n), ("C", c), ("D", *d), ("H", *h), ("W", *w), ("K", k)];
+                let p = [
+                    ("N", n),
+                    ("C", c),
+                    ("D", *d),
+                    ("H", *h),
+                    ("W", *w),
+                    ("K", k),
+                ];
                 let q = [("T", *t), ("R", *r), ("S", *s)];
                 return b.registry("conv3d", &[&p[..], &q, &common].concat(), &[0, 1]);
             }
@@ -196,7 +210,11 @@ fn geometry(b: &KernelBuilder<'_>, a: &ConvAttrs) -> Result<Geometry, GraphError
         )));
     }
     let kernel = w[2..].to_vec();
-    if kernel.iter().zip(&a.kernel).any(|(&kw, &ka)| kw as i64 != ka) {
+    if kernel
+        .iter()
+        .zip(&a.kernel)
+        .any(|(&kw, &ka)| kw as i64 != ka)
+    {
         return Err(bad(format!(
             "kernel_shape {:?} differs from the weight's {}",
             a.kernel,
@@ -231,7 +249,14 @@ mod tests {
     use crate::graph::GraphError;
     use crate::graph::ir::{ConvAttrs, Op};
 
-    fn attrs(kernel: &[i64], strides: &[i64], begin: &[i64], end: &[i64], dil: &[i64], group: i64) -> ConvAttrs {
+    fn attrs(
+        kernel: &[i64],
+        strides: &[i64],
+        begin: &[i64],
+        end: &[i64],
+        dil: &[i64],
+        group: i64,
+    ) -> ConvAttrs {
         ConvAttrs {
             kernel: kernel.to_vec(),
             strides: strides.to_vec(),
@@ -343,7 +368,10 @@ mod tests {
             attrs: attrs(&[3, 3], &[1, 1], &[1, 1], &[1, 1], &[2, 2], 2),
             out: &[1, 6, 4, 4],
         };
-        assert_eq!(check(&grouped, false).map(|r| r.0), Some("group_conv2d".into()));
+        assert_eq!(
+            check(&grouped, false).map(|r| r.0),
+            Some("group_conv2d".into())
+        );
         let depthwise = Conv {
             x: &[2, 3, 5, 6],
             w: &[3, 1, 3, 3],
@@ -351,7 +379,10 @@ mod tests {
             attrs: attrs(&[3, 3], &[1, 1], &[1, 1], &[1, 1], &[1, 1], 3),
             out: &[2, 3, 5, 6],
         };
-        assert_eq!(check(&depthwise, false).map(|r| r.0), Some("depthwise_conv2d".into()));
+        assert_eq!(
+            check(&depthwise, false).map(|r| r.0),
+            Some("depthwise_conv2d".into())
+        );
         let one_d = Conv {
             x: &[1, 2, 9],
             w: &[3, 2, 3],
@@ -414,16 +445,21 @@ mod tests {
     #[test]
     fn convolutions_over_four_dimensions_are_unsupported() {
         let mut case = Case::new();
-        case.input("x", &[1, 1, 2, 2, 2, 2]).random_constant("w", &[1, 1, 1, 1, 1, 1]);
+        case.input("x", &[1, 1, 2, 2, 2, 2])
+            .random_constant("w", &[1, 1, 1, 1, 1, 1]);
         let a = attrs(&[1; 4], &[1; 4], &[0; 4], &[0; 4], &[1; 4], 1);
         let node = case.node(Op::Conv(a), &["x", "w"], &[1, 1, 2, 2, 2, 2]);
-        assert!(matches!(case.lower(&node), Err(GraphError::Unsupported { .. })));
+        assert!(matches!(
+            case.lower(&node),
+            Err(GraphError::Unsupported { .. })
+        ));
     }
 
     #[test]
     fn a_wrong_output_shape_is_a_bad_node() {
         let mut case = Case::new();
-        case.input("x", &[1, 1, 5, 5]).random_constant("w", &[1, 1, 3, 3]);
+        case.input("x", &[1, 1, 5, 5])
+            .random_constant("w", &[1, 1, 3, 3]);
         let a = attrs(&[3, 3], &[1, 1], &[0, 0], &[0, 0], &[1, 1], 1);
         let node = case.node(Op::Conv(a), &["x", "w"], &[1, 1, 5, 5]);
         assert!(matches!(case.lower(&node), Err(GraphError::BadNode { .. })));

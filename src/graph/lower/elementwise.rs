@@ -19,11 +19,12 @@ fn map_unary(
     f: impl Fn(Expr) -> Expr,
 ) -> Result<Lowered, GraphError> {
     let out = b.output_shape()?;
-    if let (Some(op), [m, n]) = (registry, out.as_slice()) {
-        if b.input_shape(0)? == out && b.scalar_constant(0)?.is_none() {
-            let (m, n) = (*m, *n);
-            return b.registry(op, &[("M", m), ("N", n)], &[0]);
-        }
+    if let (Some(op), [m, n]) = (registry, out.as_slice())
+        && b.input_shape(0)? == out
+        && b.scalar_constant(0)?.is_none()
+    {
+        let (m, n) = (*m, *n);
+        return b.registry(op, &[("M", m), ("N", n)], &[0]);
     }
     let x = b.broadcast(0, "x", &out)?;
     let dims = b.dims(&out)?;
@@ -49,7 +50,11 @@ pub(super) fn unary(b: KernelBuilder<'_>, op: UnaryOp) -> Result<Lowered, GraphE
 /// `min(max(x, lo), hi)`, an infinite bound omitted.
 pub(super) fn clip(b: KernelBuilder<'_>, lo: f32, hi: f32) -> Result<Lowered, GraphError> {
     map_unary(b, "clip", None, |x| {
-        let x = if lo == f32::NEG_INFINITY { x } else { max(x, lo) };
+        let x = if lo == f32::NEG_INFINITY {
+            x
+        } else {
+            max(x, lo)
+        };
         if hi == f32::INFINITY { x } else { min(x, hi) }
     })
 }
@@ -133,6 +138,10 @@ mod tests {
     use super::super::test_support::{Case, assert_close, assert_jit_matches, ravel, tabulate};
     use crate::graph::ir::{BinaryOp, Op, UnaryOp};
 
+    type ScalarFn = fn(f64) -> f64;
+    type Reference = Box<dyn Fn(f64) -> f64>;
+    type IndexedReference<'a> = Box<dyn Fn(usize) -> f64 + 'a>;
+
     /// The element of an input of shape `shape` that output point `ix` reads
     /// under numpy broadcasting.
     fn broadcast_at(data: &[f64], shape: &[usize], ix: &[usize]) -> f64 {
@@ -160,7 +169,7 @@ mod tests {
 
     #[test]
     fn unary_ops_follow_their_formulas() {
-        let cases: [(UnaryOp, fn(f64) -> f64); 9] = [
+        let cases: [(UnaryOp, ScalarFn); 9] = [
             (UnaryOp::Relu, |x| x.max(0.0)),
             (UnaryOp::Sigmoid, |x| 1.0 / (1.0 + (-x).exp())),
             (UnaryOp::Tanh, f64::tanh),
@@ -197,10 +206,7 @@ mod tests {
         case.input("x", &[4, 6]);
         let relu = case.node(Op::Unary(UnaryOp::Relu), &["x"], &[4, 6]);
         let (kernel, got) = case.run(&relu);
-        assert_eq!(
-            kernel.registry_op,
-            Some(("relu".into(), "M=4,N=6".into()))
-        );
+        assert_eq!(kernel.registry_op, Some(("relu".into(), "M=4,N=6".into())));
         let want: Vec<f64> = case.data("x").iter().map(|x| x.max(0.0)).collect();
         assert_close(&got, &want, 1, "relu");
         let gelu = case.node(Op::Gelu { tanh: false }, &["x"], &[4, 6]);
@@ -221,7 +227,7 @@ mod tests {
         case.input("x", &shape);
         let x = case.data("x");
         let k = (2.0 / std::f64::consts::PI).sqrt();
-        let forms: [(Op, Box<dyn Fn(f64) -> f64>); 5] = [
+        let forms: [(Op, Reference); 5] = [
             (
                 Op::Gelu { tanh: false },
                 Box::new(|x| 0.5 * x * (1.0 + erf(x / 2f64.sqrt()))),
@@ -231,11 +237,17 @@ mod tests {
                 Box::new(move |x| 0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())),
             ),
             (
-                Op::Clip { min: -0.25, max: 0.5 },
+                Op::Clip {
+                    min: -0.25,
+                    max: 0.5,
+                },
                 Box::new(|x| x.clamp(-0.25, 0.5)),
             ),
             (
-                Op::Clip { min: f32::NEG_INFINITY, max: 0.5 },
+                Op::Clip {
+                    min: f32::NEG_INFINITY,
+                    max: 0.5,
+                },
                 Box::new(|x| x.min(0.5)),
             ),
             (
@@ -264,7 +276,9 @@ mod tests {
         let (kernel, got) = case.run(&node);
         assert_eq!(kernel.inputs, ["a", "b"]);
         let (da, db) = (case.data("a"), case.data("b"));
-        let want = tabulate(out, |ix| f(broadcast_at(&da, a, ix), broadcast_at(&db, b, ix)));
+        let want = tabulate(out, |ix| {
+            f(broadcast_at(&da, a, ix), broadcast_at(&db, b, ix))
+        });
         assert_close(&got, &want, 4, &format!("{op:?} {a:?} {b:?}"));
     }
 
@@ -274,7 +288,13 @@ mod tests {
         check_binary(BinaryOp::Add, &[2, 3, 4], &[2, 3, 4], &[2, 3, 4], add);
         check_binary(BinaryOp::Add, &[2, 3, 4], &[4], &[2, 3, 4], add);
         check_binary(BinaryOp::Sub, &[2, 1, 4], &[3, 1], &[2, 3, 4], |a, b| a - b);
-        check_binary(BinaryOp::Mul, &[1, 5, 1, 1], &[2, 5, 3, 3], &[2, 5, 3, 3], |a, b| a * b);
+        check_binary(
+            BinaryOp::Mul,
+            &[1, 5, 1, 1],
+            &[2, 5, 3, 3],
+            &[2, 5, 3, 3],
+            |a, b| a * b,
+        );
         check_binary(BinaryOp::Div, &[3, 1], &[1, 7], &[3, 7], |a, b| a / b);
         check_binary(BinaryOp::Pow, &[2, 3], &[3], &[2, 3], |a, b| a.powf(b));
     }
@@ -287,15 +307,20 @@ mod tests {
         case.constant("two", &[1], vec![2.0]);
         case.constant("half", &[1, 1], vec![0.5]);
         case.constant("three", &[], vec![3.0]);
-        case.constant("sqrt2", &[], vec![1.4142]);
+        case.constant("sqrt2", &[], vec![1.5]);
         let x = case.data("x");
         let p = case.data("p");
-        let checks: [(BinaryOp, &str, &str, Box<dyn Fn(usize) -> f64>); 6] = [
-            (BinaryOp::Add, "x", "eps", Box::new(|i| x[i] + 1e-5f32 as f64)),
+        let checks: [(BinaryOp, &str, &str, IndexedReference); 6] = [
+            (
+                BinaryOp::Add,
+                "x",
+                "eps",
+                Box::new(|i| x[i] + 1e-5f32 as f64),
+            ),
             (BinaryOp::Pow, "x", "two", Box::new(|i| x[i] * x[i])),
             (BinaryOp::Pow, "p", "half", Box::new(|i| p[i].sqrt())),
             (BinaryOp::Pow, "p", "three", Box::new(|i| p[i].powi(3))),
-            (BinaryOp::Div, "x", "sqrt2", Box::new(|i| x[i] / 1.4142f32 as f64)),
+            (BinaryOp::Div, "x", "sqrt2", Box::new(|i| x[i] / 1.5)),
             (BinaryOp::Sub, "two", "x", Box::new(|i| 2.0 - x[i])),
         ];
         for (op, a, b, f) in checks {
@@ -303,19 +328,26 @@ mod tests {
             let (kernel, got) = case.run(&node);
             let runtime: Vec<&str> = [a, b].into_iter().filter(|n| n.len() == 1).collect();
             assert_eq!(kernel.inputs, runtime, "{op:?}({a}, {b})");
-            let want: Vec<f64> = (0..10).map(|i| f(i)).collect();
+            let want: Vec<f64> = (0..10).map(&f).collect();
             assert_close(&got, &want, 4, &format!("{op:?}({a}, {b})"));
         }
         // x² is a product, not a call of pow.
         let node = case.node(Op::Binary(BinaryOp::Pow), &["x", "two"], &[2, 5]);
-        let text = format!("{:?}", case.kernel(&node).dag.outputs()[0].compute_op().map(|c| c.body.clone()));
+        let text = format!(
+            "{:?}",
+            case.kernel(&node).dag.outputs()[0]
+                .compute_op()
+                .map(|c| c.body.clone())
+        );
         assert!(!text.contains("pow"), "{text}");
     }
 
     #[test]
     fn sum_adds_any_number_of_broadcast_inputs() {
         let mut case = Case::new();
-        case.input("a", &[2, 3]).input("b", &[3]).input("c", &[2, 1]);
+        case.input("a", &[2, 3])
+            .input("b", &[3])
+            .input("c", &[2, 1]);
         let node = case.node(Op::Sum, &["a", "b", "c"], &[2, 3]);
         let (_, got) = case.run(&node);
         let (a, b, c) = (case.data("a"), case.data("b"), case.data("c"));
@@ -331,7 +363,11 @@ mod tests {
         case.input("a", &[2, 3]).input("b", &[2]);
         let node = case.node(Op::Binary(BinaryOp::Add), &["a", "b"], &[2, 3]);
         let err = case.lower(&node).err().map(|e| e.to_string());
-        assert!(err.as_deref().is_some_and(|e| e.contains("does not broadcast")), "{err:?}");
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("does not broadcast")),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -75,7 +75,13 @@ pub(super) fn matmul(mut b: KernelBuilder<'_>) -> Result<Lowered, GraphError> {
             shape
                 .iter()
                 .enumerate()
-                .map(|(j, &e)| if e == 1 { Expr::i64(0) } else { ix[offset + j].clone() })
+                .map(|(j, &e)| {
+                    if e == 1 {
+                        Expr::i64(0)
+                    } else {
+                        ix[offset + j].clone()
+                    }
+                })
                 .collect()
         };
         let m_at = nb;
@@ -105,7 +111,10 @@ pub(super) fn gemm(
 ) -> Result<Lowered, GraphError> {
     let a = b.input_shape(0)?;
     let w = b.input_shape(1)?;
-    let (Ok([a0, a1]), Ok([w0, w1])) = (<[usize; 2]>::try_from(a.as_slice()), <[usize; 2]>::try_from(w.as_slice())) else {
+    let (Ok([a0, a1]), Ok([w0, w1])) = (
+        <[usize; 2]>::try_from(a.as_slice()),
+        <[usize; 2]>::try_from(w.as_slice()),
+    ) else {
         return Err(GraphError::bad_node(
             b.node,
             format!(
@@ -120,9 +129,7 @@ pub(super) fn gemm(
     if k != kb {
         return Err(GraphError::bad_node(
             b.node,
-            format!(
-                "op(A) is {m}x{k} but op(B) is {kb}x{n} (transA={trans_a}, transB={trans_b})"
-            ),
+            format!("op(A) is {m}x{k} but op(B) is {kb}x{n} (transA={trans_a}, transB={trans_b})"),
         ));
     }
     let has_c = b.has_input(2) && beta != 0.0;
@@ -183,8 +190,16 @@ mod tests {
 
     /// numpy matmul as loops over the broadcast output.
     fn reference(a: &[f64], sa: &[usize], b: &[f64], sb: &[usize], out: &[usize]) -> Vec<f64> {
-        let pa: Vec<usize> = if sa.len() == 1 { vec![1, sa[0]] } else { sa.to_vec() };
-        let pb: Vec<usize> = if sb.len() == 1 { vec![sb[0], 1] } else { sb.to_vec() };
+        let pa: Vec<usize> = if sa.len() == 1 {
+            vec![1, sa[0]]
+        } else {
+            sa.to_vec()
+        };
+        let pb: Vec<usize> = if sb.len() == 1 {
+            vec![sb[0], 1]
+        } else {
+            sb.to_vec()
+        };
         let k = pa[pa.len() - 1];
         let nb = pa.len().max(pb.len()) - 2;
         // The output with the promoted dimensions put back.
@@ -202,7 +217,9 @@ mod tests {
                 at
             };
             (0..k)
-                .map(|r| a[ravel(&pick(&pa, o[nb], r), &pa)] * b[ravel(&pick(&pb, r, o[nb + 1]), &pb)])
+                .map(|r| {
+                    a[ravel(&pick(&pa, o[nb], r), &pa)] * b[ravel(&pick(&pb, r, o[nb + 1]), &pb)]
+                })
                 .sum()
         })
     }
@@ -223,7 +240,10 @@ mod tests {
 
     #[test]
     fn matmul_uses_the_registry_for_matrices_and_equal_batches() {
-        assert_eq!(check(&[3, 4], &[4, 5], &[3, 5], false), Some("matmul[M=3,N=5,K=4]".into()));
+        assert_eq!(
+            check(&[3, 4], &[4, 5], &[3, 5], false),
+            Some("matmul[M=3,N=5,K=4]".into())
+        );
         assert_eq!(
             check(&[2, 3, 4], &[2, 4, 5], &[2, 3, 5], false),
             Some("batch_matmul[B=2,M=3,N=5,K=4]".into())
@@ -246,7 +266,14 @@ mod tests {
         trans_b: bool,
     }
 
-    fn check_gemm(g: &Gemm, m: usize, n: usize, k: usize, c: Option<&[usize]>, jit: bool) -> Option<String> {
+    fn check_gemm(
+        g: &Gemm,
+        m: usize,
+        n: usize,
+        k: usize,
+        c: Option<&[usize]>,
+        jit: bool,
+    ) -> Option<String> {
         let mut case = Case::new();
         let sa = if g.trans_a { [k, m] } else { [m, k] };
         let sb = if g.trans_b { [n, k] } else { [k, n] };
@@ -268,8 +295,16 @@ mod tests {
         let want = tabulate(&[m, n], |o| {
             let mut p = 0.0;
             for r in 0..k {
-                let av = if g.trans_a { a[r * m + o[0]] } else { a[o[0] * k + r] };
-                let bv = if g.trans_b { b[o[1] * k + r] } else { b[r * n + o[1]] };
+                let av = if g.trans_a {
+                    a[r * m + o[0]]
+                } else {
+                    a[o[0] * k + r]
+                };
+                let bv = if g.trans_b {
+                    b[o[1] * k + r]
+                } else {
+                    b[r * n + o[1]]
+                };
                 p += av * bv;
             }
             let bias = c.map_or(0.0, |sc| {
@@ -292,22 +327,59 @@ mod tests {
 
     #[test]
     fn gemm_is_dense_or_matmul_where_it_fits() {
-        let plain = |trans_b| Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b };
-        assert_eq!(check_gemm(&plain(true), 3, 5, 4, None, false), Some("dense".into()));
-        assert_eq!(check_gemm(&plain(true), 3, 5, 4, Some(&[5]), false), Some("dense_bias".into()));
-        assert_eq!(check_gemm(&plain(true), 3, 5, 4, Some(&[1, 5]), false), Some("dense_bias".into()));
-        assert_eq!(check_gemm(&plain(false), 3, 5, 4, None, false), Some("matmul".into()));
+        let plain = |trans_b| Gemm {
+            alpha: 1.0,
+            beta: 1.0,
+            trans_a: false,
+            trans_b,
+        };
+        assert_eq!(
+            check_gemm(&plain(true), 3, 5, 4, None, false),
+            Some("dense".into())
+        );
+        assert_eq!(
+            check_gemm(&plain(true), 3, 5, 4, Some(&[5]), false),
+            Some("dense_bias".into())
+        );
+        assert_eq!(
+            check_gemm(&plain(true), 3, 5, 4, Some(&[1, 5]), false),
+            Some("dense_bias".into())
+        );
+        assert_eq!(
+            check_gemm(&plain(false), 3, 5, 4, None, false),
+            Some("matmul".into())
+        );
     }
 
     #[test]
     fn gemm_with_transposes_scales_and_broadcast_c_is_built_with_te() {
-        let g = Gemm { alpha: 0.5, beta: 2.0, trans_a: true, trans_b: true };
+        let g = Gemm {
+            alpha: 0.5,
+            beta: 2.0,
+            trans_a: true,
+            trans_b: true,
+        };
         assert_eq!(check_gemm(&g, 3, 5, 4, Some(&[3, 1]), true), None);
-        let g = Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: false };
+        let g = Gemm {
+            alpha: 1.0,
+            beta: 1.0,
+            trans_a: false,
+            trans_b: false,
+        };
         assert_eq!(check_gemm(&g, 3, 5, 4, Some(&[3, 5]), false), None);
-        let g = Gemm { alpha: 1.5, beta: 1.0, trans_a: true, trans_b: false };
+        let g = Gemm {
+            alpha: 1.5,
+            beta: 1.0,
+            trans_a: true,
+            trans_b: false,
+        };
         assert_eq!(check_gemm(&g, 2, 3, 6, None, false), None);
-        let g = Gemm { alpha: 1.0, beta: 0.5, trans_a: false, trans_b: true };
+        let g = Gemm {
+            alpha: 1.0,
+            beta: 0.5,
+            trans_a: false,
+            trans_b: true,
+        };
         assert_eq!(check_gemm(&g, 2, 3, 6, Some(&[1]), false), None);
     }
 }

@@ -43,6 +43,9 @@ pub struct NodeKernel {
 }
 
 /// How a node runs.
+// A node lowers once and the kernel is moved, not copied around: boxing it
+// would only add a dereference for every user.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Lowered {
     /// A compiled kernel.
@@ -87,9 +90,7 @@ pub fn lower_node(graph: &Graph, node: &Node) -> Result<Lowered, GraphError> {
         Op::Transpose { perm } => layout::transpose(b, perm),
         Op::Concat { axis } => layout::concat(b, *axis),
         Op::Softmax { axis, last_axis } => normalization::softmax(b, *axis, *last_axis),
-        Op::LayerNormalization { axis, epsilon } => {
-            normalization::layer_norm(b, *axis, *epsilon)
-        }
+        Op::LayerNormalization { axis, epsilon } => normalization::layer_norm(b, *axis, *epsilon),
         Op::ReduceMean { axes, keepdims } => reduce::reduce_mean(b, axes, *keepdims),
         Op::Gelu { tanh } => elementwise::gelu(b, *tanh),
         Op::Gather {
@@ -104,4 +105,32 @@ pub fn lower_node(graph: &Graph, node: &Node) -> Result<Lowered, GraphError> {
 /// The op types a node may have, as the error for an unsupported one lists them.
 pub fn supported_op_types() -> &'static [&'static str] {
     super::onnx::SUPPORTED_OP_TYPES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::Case;
+    use super::{Lowered, Op};
+
+    #[test]
+    fn reshape_is_an_alias() {
+        let mut case = Case::new();
+        case.input("x", &[2, 6]);
+        let node = case.node(Op::Reshape, &["x"], &[3, 4]);
+        assert!(matches!(case.lower(&node), Ok(Lowered::Alias)));
+    }
+
+    #[test]
+    fn non_registry_dags_are_labelled_with_the_op_and_shapes() {
+        let mut case = Case::new();
+        case.input("x", &[2, 3, 4]);
+        let node = case.node(
+            Op::Transpose {
+                perm: vec![0, 2, 1],
+            },
+            &["x"],
+            &[2, 4, 3],
+        );
+        assert_eq!(case.kernel(&node).dag.label(), "Transpose[2x3x4→2x4x3]");
+    }
 }

@@ -26,9 +26,8 @@ pub(super) fn batch_norm(mut b: KernelBuilder<'_>, epsilon: f32) -> Result<Lower
     for (i, name) in [(1, "scale"), (2, "bias"), (3, "mean"), (4, "var")] {
         params.push(channel_param(&mut b, i, name, c)?);
     }
-    let [scale, bias, mean, var] = <[Value; 4]>::try_from(params).map_err(|_| {
-        GraphError::lower(b.node, "expected four per-channel parameters")
-    })?;
+    let [scale, bias, mean, var] = <[Value; 4]>::try_from(params)
+        .map_err(|_| GraphError::lower(b.node, "expected four per-channel parameters"))?;
     let channels = b.dims(&[c])?;
     let factor = compute("factor", &channels, |ix| {
         let at = || vec![ix[0].clone()];
@@ -85,9 +84,11 @@ pub(super) fn softmax(
     let row_max = compute("row_max", &outer, |o| {
         reduce_max(x.at(rows.full(o, &rk)), &rk)
     });
-    let shifted_exp = compute("exp", &full, |ix| {
-        exp(x.at(ix) - row_max.at(rows.outer(ix)))
-    });
+    let shifted_exp = compute(
+        "exp",
+        &full,
+        |ix| exp(x.at(ix) - row_max.at(rows.outer(ix))),
+    );
     let rs = rows.reduce_axes("k");
     let row_sum = compute("row_sum", &outer, |o| {
         sum(shifted_exp.at(rows.full(o, &rs)), &rs)
@@ -130,15 +131,15 @@ pub(super) fn layer_norm(
     let outer = rows.outer_dims();
     let inv_n = 1.0 / rows.len() as f32;
     let rk = rows.reduce_axes("k");
-    let mean = compute("mean", &outer, |o| sum(x.at(rows.full(o, &rk)) * inv_n, &rk));
+    let mean = compute("mean", &outer, |o| {
+        sum(x.at(rows.full(o, &rk)) * inv_n, &rk)
+    });
     let rv = rows.reduce_axes("k");
     let variance = compute("variance", &outer, |o| {
         let d = x.at(rows.full(o, &rv)) - mean.at(o);
         sum(&d * &d * inv_n, &rv)
     });
-    let rstd = compute("rstd", &outer, |o| {
-        1.0f32 / sqrt(variance.at(o) + epsilon)
-    });
+    let rstd = compute("rstd", &outer, |o| 1.0f32 / sqrt(variance.at(o) + epsilon));
     let out = compute("layer_norm", &full, |ix| {
         let o = rows.outer(ix);
         let scaled = (x.at(ix) - mean.at(o.clone())) * rstd.at(o) * scale.at(ix);
@@ -197,7 +198,9 @@ pub(super) fn lrn(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{Case, assert_close, assert_jit_matches, ravel, tabulate, unravel};
+    use super::super::test_support::{
+        Case, assert_close, assert_jit_matches, ravel, tabulate, unravel,
+    };
     use crate::graph::ir::Op;
 
     #[test]
@@ -216,7 +219,13 @@ mod tests {
         );
         let (kernel, got) = case.run(&node);
         assert_eq!(kernel.inputs, ["x", "scale", "bias", "mean", "var"]);
-        let (x, s, b, m, v) = (case.data("x"), case.data("scale"), case.data("bias"), case.data("mean"), case.data("var"));
+        let (x, s, b, m, v) = (
+            case.data("x"),
+            case.data("scale"),
+            case.data("bias"),
+            case.data("mean"),
+            case.data("var"),
+        );
         let eps = f64::from(1e-3f32);
         let want = tabulate(&xs, |o| {
             let c = o[1];
@@ -240,7 +249,10 @@ mod tests {
         };
         tabulate(shape, |o| {
             let members = row(o);
-            let max = members.iter().map(|&p| x[p]).fold(f64::NEG_INFINITY, f64::max);
+            let max = members
+                .iter()
+                .map(|&p| x[p])
+                .fold(f64::NEG_INFINITY, f64::max);
             let total: f64 = members.iter().map(|&p| (x[p] - max).exp()).sum();
             (x[ravel(o, shape)] - max).exp() / total
         })
@@ -250,19 +262,47 @@ mod tests {
     fn softmax_over_the_last_axis_of_a_matrix_is_the_registry_op() {
         let mut case = Case::new();
         case.input("x", &[3, 7]);
-        let node = case.node(Op::Softmax { axis: 1, last_axis: 1 }, &["x"], &[3, 7]);
+        let node = case.node(
+            Op::Softmax {
+                axis: 1,
+                last_axis: 1,
+            },
+            &["x"],
+            &[3, 7],
+        );
         let (kernel, got) = case.run(&node);
-        assert_eq!(kernel.registry_op, Some(("softmax".into(), "M=3,N=7".into())));
-        assert_close(&got, &softmax_reference(&case.data("x"), &[3, 7], 1, 1), 8, "softmax");
+        assert_eq!(
+            kernel.registry_op,
+            Some(("softmax".into(), "M=3,N=7".into()))
+        );
+        assert_close(
+            &got,
+            &softmax_reference(&case.data("x"), &[3, 7], 1, 1),
+            8,
+            "softmax",
+        );
     }
 
     #[test]
     fn softmax_over_middle_trailing_and_all_axes() {
         let shape = [2, 3, 4];
-        for (lo, hi, jit) in [(1, 1, true), (0, 0, false), (1, 2, false), (0, 2, true), (2, 2, false)] {
+        for (lo, hi, jit) in [
+            (1, 1, true),
+            (0, 0, false),
+            (1, 2, false),
+            (0, 2, true),
+            (2, 2, false),
+        ] {
             let mut case = Case::new();
             case.input("x", &shape);
-            let node = case.node(Op::Softmax { axis: lo, last_axis: hi }, &["x"], &shape);
+            let node = case.node(
+                Op::Softmax {
+                    axis: lo,
+                    last_axis: hi,
+                },
+                &["x"],
+                &shape,
+            );
             let (kernel, got) = case.run(&node);
             assert!(kernel.registry_op.is_none());
             let want = softmax_reference(&case.data("x"), &shape, lo, hi);
@@ -273,7 +313,14 @@ mod tests {
         }
     }
 
-    fn layer_norm_reference(x: &[f64], shape: &[usize], axis: usize, scale: &[f64], bias: Option<&[f64]>, eps: f64) -> Vec<f64> {
+    fn layer_norm_reference(
+        x: &[f64],
+        shape: &[usize],
+        axis: usize,
+        scale: &[f64],
+        bias: Option<&[f64]>,
+        eps: f64,
+    ) -> Vec<f64> {
         let n: usize = shape[axis..].iter().product();
         let rows: Vec<(f64, f64)> = x
             .chunks(n)
@@ -295,13 +342,36 @@ mod tests {
     #[test]
     fn layer_norm_of_matrices_with_the_registry_epsilon_is_the_registry_op() {
         let mut case = Case::new();
-        case.input("x", &[3, 8]).random_constant("g", &[8]).random_constant("b", &[8]);
-        let node = case.node(Op::LayerNormalization { axis: 1, epsilon: 1e-5 }, &["x", "g", "b"], &[3, 8]);
+        case.input("x", &[3, 8])
+            .random_constant("g", &[8])
+            .random_constant("b", &[8]);
+        let node = case.node(
+            Op::LayerNormalization {
+                axis: 1,
+                epsilon: 1e-5,
+            },
+            &["x", "g", "b"],
+            &[3, 8],
+        );
         let (kernel, got) = case.run(&node);
         assert_eq!(kernel.registry_op.map(|r| r.0), Some("layer_norm".into()));
-        let want = layer_norm_reference(&case.data("x"), &[3, 8], 1, &case.data("g"), Some(&case.data("b")), f64::from(1e-5f32));
+        let want = layer_norm_reference(
+            &case.data("x"),
+            &[3, 8],
+            1,
+            &case.data("g"),
+            Some(&case.data("b")),
+            f64::from(1e-5f32),
+        );
         assert_close(&got, &want, 16, "layer norm");
-        let other = case.node(Op::LayerNormalization { axis: 1, epsilon: 1e-6 }, &["x", "g", "b"], &[3, 8]);
+        let other = case.node(
+            Op::LayerNormalization {
+                axis: 1,
+                epsilon: 1e-6,
+            },
+            &["x", "g", "b"],
+            &[3, 8],
+        );
         assert!(case.kernel(&other).registry_op.is_none());
     }
 
@@ -311,13 +381,33 @@ mod tests {
         for (axis, with_bias) in [(2, true), (1, false), (1, true)] {
             let mut case = Case::new();
             let norm = &shape[axis..];
-            case.input("x", &shape).random_constant("g", norm).random_constant("b", norm);
-            let inputs: &[&str] = if with_bias { &["x", "g", "b"] } else { &["x", "g"] };
-            let node = case.node(Op::LayerNormalization { axis, epsilon: 1e-3 }, inputs, &shape);
+            case.input("x", &shape)
+                .random_constant("g", norm)
+                .random_constant("b", norm);
+            let inputs: &[&str] = if with_bias {
+                &["x", "g", "b"]
+            } else {
+                &["x", "g"]
+            };
+            let node = case.node(
+                Op::LayerNormalization {
+                    axis,
+                    epsilon: 1e-3,
+                },
+                inputs,
+                &shape,
+            );
             let (kernel, got) = case.run(&node);
             assert!(kernel.registry_op.is_none());
             let b = case.data("b");
-            let want = layer_norm_reference(&case.data("x"), &shape, axis, &case.data("g"), with_bias.then_some(b.as_slice()), f64::from(1e-3f32));
+            let want = layer_norm_reference(
+                &case.data("x"),
+                &shape,
+                axis,
+                &case.data("g"),
+                with_bias.then_some(b.as_slice()),
+                f64::from(1e-3f32),
+            );
             assert_close(&got, &want, 24, &format!("layer norm axis {axis}"));
             if axis == 1 && with_bias {
                 assert_jit_matches(&case, &kernel, 24, "layer norm");
@@ -332,7 +422,16 @@ mod tests {
             let mut case = Case::new();
             case.input("x", &xs);
             let (alpha, beta, bias) = (1e-2f32, 0.75f32, 2.0f32);
-            let node = case.node(Op::Lrn { size, alpha, beta, bias }, &["x"], &xs);
+            let node = case.node(
+                Op::Lrn {
+                    size,
+                    alpha,
+                    beta,
+                    bias,
+                },
+                &["x"],
+                &xs,
+            );
             let (kernel, got) = case.run(&node);
             let x = case.data("x");
             let (lo, hi) = ((size - 1) / 2, size - 1 - (size - 1) / 2);

@@ -241,20 +241,20 @@ pub(super) fn global_average_pool(mut b: KernelBuilder<'_>) -> Result<Lowered, G
             ),
         ));
     }
-    if let [n, c, h, w] = x[..] {
-        if b.output_shape()? == [n, c, 1, 1] {
-            let params = [
-                ("N", n),
-                ("C", c),
-                ("H", h),
-                ("W", w),
-                ("R", h),
-                ("S", w),
-                ("stride", 1),
-                ("pad", 0),
-            ];
-            return b.registry("avg_pool2d", &params, &[0]);
-        }
+    if let [n, c, h, w] = x[..]
+        && b.output_shape()? == [n, c, 1, 1]
+    {
+        let params = [
+            ("N", n),
+            ("C", c),
+            ("H", h),
+            ("W", w),
+            ("R", h),
+            ("S", w),
+            ("stride", 1),
+            ("pad", 0),
+        ];
+        return b.registry("avg_pool2d", &params, &[0]);
     }
     let data = b.tensor(0, "data")?;
     let dims = b.dims(&x)?;
@@ -280,7 +280,14 @@ mod tests {
     use super::super::test_support::{Case, assert_close, assert_jit_matches, ravel, tabulate};
     use crate::graph::ir::{Op, PoolAttrs};
 
-    fn attrs(k: &[i64], s: &[i64], begin: &[i64], end: &[i64], ceil: bool, include: bool) -> PoolAttrs {
+    fn attrs(
+        k: &[i64],
+        s: &[i64],
+        begin: &[i64],
+        end: &[i64],
+        ceil: bool,
+        include: bool,
+    ) -> PoolAttrs {
         PoolAttrs {
             kernel: k.to_vec(),
             strides: s.to_vec(),
@@ -327,7 +334,11 @@ mod tests {
     fn check(xs: &[usize], a: PoolAttrs, out: &[usize], max: bool, jit: bool) -> Option<String> {
         let mut case = Case::new();
         case.input("x", xs);
-        let op = if max { Op::MaxPool(a.clone()) } else { Op::AveragePool(a.clone()) };
+        let op = if max {
+            Op::MaxPool(a.clone())
+        } else {
+            Op::AveragePool(a.clone())
+        };
         let node = case.node(op, &["x"], out);
         let (kernel, got) = case.run(&node);
         let want = reference(&case.data("x"), xs, &a, out, max);
@@ -342,29 +353,53 @@ mod tests {
     #[test]
     fn pools_matching_the_registry_use_it() {
         let a = attrs(&[3, 3], &[2, 2], &[1, 1], &[1, 1], false, false);
-        assert_eq!(check(&[1, 2, 7, 7], a.clone(), &[1, 2, 4, 4], true, false), Some("max_pool2d".into()));
+        assert_eq!(
+            check(&[1, 2, 7, 7], a.clone(), &[1, 2, 4, 4], true, false),
+            Some("max_pool2d".into())
+        );
         // Average with padding that does not count is not the registry's.
         assert_eq!(check(&[1, 2, 7, 7], a, &[1, 2, 4, 4], false, true), None);
         let counted = attrs(&[3, 3], &[2, 2], &[1, 1], &[1, 1], false, true);
-        assert_eq!(check(&[1, 2, 7, 7], counted, &[1, 2, 4, 4], false, false), Some("avg_pool2d".into()));
+        assert_eq!(
+            check(&[1, 2, 7, 7], counted, &[1, 2, 4, 4], false, false),
+            Some("avg_pool2d".into())
+        );
         let unpadded = attrs(&[2, 2], &[2, 2], &[0, 0], &[0, 0], false, false);
-        assert_eq!(check(&[2, 3, 6, 6], unpadded, &[2, 3, 3, 3], false, false), Some("avg_pool2d".into()));
+        assert_eq!(
+            check(&[2, 3, 6, 6], unpadded, &[2, 3, 3, 3], false, false),
+            Some("avg_pool2d".into())
+        );
         // Ceil mode that adds no window is the floor pool.
         let ceil_same = attrs(&[2, 2], &[2, 2], &[0, 0], &[0, 0], true, false);
-        assert_eq!(check(&[1, 1, 6, 6], ceil_same, &[1, 1, 3, 3], true, false), Some("max_pool2d".into()));
+        assert_eq!(
+            check(&[1, 1, 6, 6], ceil_same, &[1, 1, 3, 3], true, false),
+            Some("max_pool2d".into())
+        );
     }
 
     #[test]
     fn ceil_mode_and_asymmetric_pads_are_built_with_te() {
         for include in [false, true] {
             let ceil = attrs(&[3, 3], &[2, 2], &[0, 0], &[0, 0], true, include);
-            assert_eq!(check(&[1, 2, 6, 6], ceil.clone(), &[1, 2, 3, 3], false, true), None);
-            assert_eq!(check(&[1, 2, 6, 6], ceil, &[1, 2, 3, 3], true, include), None);
+            assert_eq!(
+                check(&[1, 2, 6, 6], ceil.clone(), &[1, 2, 3, 3], false, true),
+                None
+            );
+            assert_eq!(
+                check(&[1, 2, 6, 6], ceil, &[1, 2, 3, 3], true, include),
+                None
+            );
             let asym = attrs(&[3, 2], &[1, 2], &[1, 0], &[0, 1], false, include);
-            assert_eq!(check(&[1, 2, 5, 6], asym.clone(), &[1, 2, 4, 3], false, false), None);
+            assert_eq!(
+                check(&[1, 2, 5, 6], asym.clone(), &[1, 2, 4, 3], false, false),
+                None
+            );
             assert_eq!(check(&[1, 2, 5, 6], asym, &[1, 2, 4, 3], true, false), None);
             let ceil_padded = attrs(&[3, 3], &[2, 2], &[1, 1], &[1, 1], true, include);
-            assert_eq!(check(&[1, 1, 6, 6], ceil_padded, &[1, 1, 4, 4], false, include), None);
+            assert_eq!(
+                check(&[1, 1, 6, 6], ceil_padded, &[1, 1, 4, 4], false, include),
+                None
+            );
         }
     }
 
@@ -374,12 +409,19 @@ mod tests {
         case.input("x", &[1, 1, 6, 6]);
         let a = attrs(&[3, 3], &[2, 2], &[0, 0], &[0, 0], false, false);
         let node = case.node(Op::MaxPool(a), &["x"], &[1, 1, 3, 3]);
-        assert!(matches!(case.lower(&node), Err(crate::graph::GraphError::BadNode { .. })));
+        assert!(matches!(
+            case.lower(&node),
+            Err(crate::graph::GraphError::BadNode { .. })
+        ));
     }
 
     #[test]
     fn global_average_pool_means_every_plane() {
-        for (xs, registry) in [(&[2, 3, 4, 5][..], true), (&[2, 3, 7][..], false), (&[1, 2, 2, 3, 2][..], false)] {
+        for (xs, registry) in [
+            (&[2, 3, 4, 5][..], true),
+            (&[2, 3, 7][..], false),
+            (&[1, 2, 2, 3, 2][..], false),
+        ] {
             let mut case = Case::new();
             case.input("x", xs);
             let mut out = xs.to_vec();
@@ -388,7 +430,10 @@ mod tests {
             let (kernel, got) = case.run(&node);
             assert_eq!(kernel.registry_op.is_some(), registry);
             if registry {
-                assert_eq!(kernel.registry_op.as_ref().map(|r| r.0.as_str()), Some("avg_pool2d"));
+                assert_eq!(
+                    kernel.registry_op.as_ref().map(|r| r.0.as_str()),
+                    Some("avg_pool2d")
+                );
             }
             let x = case.data("x");
             let plane: usize = xs[2..].iter().product();

@@ -144,3 +144,54 @@ pub(super) fn reduce_mean(
     let mean = compute("mean", &out, |ix| total.at(ix) / count as f32);
     b.finish(mean)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{Case, assert_close, assert_jit_matches, ravel, unravel};
+    use crate::graph::ir::Op;
+
+    #[test]
+    fn reduce_mean_over_any_axes_with_and_without_kept_dimensions() {
+        let shape = [2, 3, 4];
+        let cases: [(&[usize], bool, &[usize]); 5] = [
+            (&[2], true, &[2, 3, 1]),
+            (&[1], false, &[2, 4]),
+            (&[0, 2], true, &[1, 3, 1]),
+            (&[0, 1, 2], false, &[]),
+            (&[], false, &[2, 3, 4]),
+        ];
+        for (axes, keepdims, out) in cases {
+            let mut case = Case::new();
+            case.input("x", &shape);
+            let node = case.node(
+                Op::ReduceMean {
+                    axes: axes.to_vec(),
+                    keepdims,
+                },
+                &["x"],
+                out,
+            );
+            let (kernel, got) = case.run(&node);
+            let x = case.data("x");
+            // Accumulate every input element into its output cell.
+            let out_len: usize = out.iter().product();
+            let mut want = vec![0.0; out_len];
+            let count: usize = axes.iter().map(|&a| shape[a]).product();
+            for (p, v) in x.iter().enumerate() {
+                let ix = unravel(p, &shape);
+                let kept: Vec<usize> = (0..shape.len())
+                    .filter_map(|d| match (axes.contains(&d), keepdims) {
+                        (false, _) => Some(ix[d]),
+                        (true, true) => Some(0),
+                        (true, false) => None,
+                    })
+                    .collect();
+                want[ravel(&kept, out)] += v / count as f64;
+            }
+            assert_close(&got, &want, count, &format!("reduce mean {axes:?}"));
+            if axes.len() == 2 {
+                assert_jit_matches(&case, &kernel, count, "reduce mean");
+            }
+        }
+    }
+}

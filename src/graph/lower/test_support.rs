@@ -64,7 +64,9 @@ impl Case {
     /// A constant holding `data`.
     pub fn constant(&mut self, name: &str, shape: &[usize], data: Vec<f32>) -> &mut Case {
         let value = HostTensor::from_f32(shape, data).expect("length fits the shape");
-        self.graph.tensors.insert(name.into(), TensorInfo::f32(shape));
+        self.graph
+            .tensors
+            .insert(name.into(), TensorInfo::f32(shape));
         self.graph.constants.insert(name.into(), value.clone());
         self.values.insert(name.into(), value);
         self
@@ -184,11 +186,7 @@ pub(super) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
 
 /// The row-major position of `index`.
 pub(super) fn ravel(index: &[usize], shape: &[usize]) -> usize {
-    index
-        .iter()
-        .zip(strides(shape))
-        .map(|(i, s)| i * s)
-        .sum()
+    index.iter().zip(strides(shape)).map(|(i, s)| i * s).sum()
 }
 
 /// `f(index)` for every position of `shape`, in row-major order.
@@ -214,7 +212,11 @@ pub(super) fn assert_close(got: &[f32], want: &[f64], terms: usize, what: &str) 
 
 /// Asserts the JIT computes what the interpreter does for `kernel`.
 pub(super) fn assert_jit_matches(case: &Case, kernel: &NodeKernel, terms: usize, what: &str) {
-    let reference: Vec<f64> = case.interpret(kernel).iter().map(|&v| f64::from(v)).collect();
+    let reference: Vec<f64> = case
+        .interpret(kernel)
+        .iter()
+        .map(|&v| f64::from(v))
+        .collect();
     let got = case.jit(kernel);
     assert_close(&got, &reference, terms + 16, &format!("{what} (JIT)"));
 }

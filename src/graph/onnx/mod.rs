@@ -2,7 +2,6 @@
 //! generates from the vendored `proto/onnx.proto`, then turned into a
 //! [`Graph`](super::Graph) with typed operators and static shapes.
 
-
 /// The protobuf messages of `onnx.proto`, generated at build time.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod proto {
