@@ -50,5 +50,6 @@ mod subgraphs;
 mod window;
 
 pub use error::OpError;
+pub use normalization::LAYER_NORM_EPS;
 pub use registry::{BuildFn, OpSpec, Origin, find, registry};
 pub use shape::{MAX_PARAM_VALUE, ParamSpec, ShapeParams};

@@ -1,11 +1,31 @@
 //! Lowering: each graph node becomes a te [`ComputeDag`] (a registry
 //! operator's where one fits, so that its tuning records apply; otherwise
 //! built with the te API), or an alias when it only renames elements.
+//!
+//! The DAG's inputs are the node's data inputs, in order, except constants
+//! with one element, which are inlined as literals. An input placeholder may
+//! have another shape than its graph tensor when it holds as many elements
+//! (the executor reinterprets row-major); the output has exactly the graph
+//! output's shape.
+
+mod builder;
+mod conv;
+mod elementwise;
+mod layout;
+mod linalg;
+mod normalization;
+mod pool;
+mod reduce;
+mod window;
+
+#[cfg(test)]
+mod test_support;
 
 use crate::te::ComputeDag;
 
 use super::error::GraphError;
 use super::ir::{Graph, Node, Op};
+use builder::KernelBuilder;
 
 /// A node's kernel: its DAG and which graph tensors its buffers are.
 #[derive(Clone)]
@@ -23,6 +43,9 @@ pub struct NodeKernel {
 }
 
 /// How a node runs.
+// A node lowers once and the kernel is moved, not copied around: boxing it
+// would only add a dereference for every user.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Lowered {
     /// A compiled kernel.
@@ -32,12 +55,51 @@ pub enum Lowered {
 }
 
 /// Lowers `node` of `graph`.
+///
+/// Errors: [`GraphError::Unsupported`] for attribute values no lowering
+/// handles (naming what is supported), [`GraphError::BadNode`] for shapes
+/// that contradict the operator, [`GraphError::Lower`] when the tensor
+/// expression cannot be built.
 pub fn lower_node(graph: &Graph, node: &Node) -> Result<Lowered, GraphError> {
-    if node.op.is_alias() {
-        return Ok(Lowered::Alias);
+    let b = KernelBuilder::new(graph, node);
+    match &node.op {
+        Op::Reshape => Ok(Lowered::Alias),
+        Op::Conv(attrs) => conv::conv(b, attrs),
+        Op::BatchNormalization { epsilon } => normalization::batch_norm(b, *epsilon),
+        Op::Unary(op) => elementwise::unary(b, *op),
+        Op::Clip { min, max } => elementwise::clip(b, *min, *max),
+        Op::LeakyRelu { alpha } => elementwise::leaky_relu(b, *alpha),
+        Op::Binary(op) => elementwise::binary(b, *op),
+        Op::Sum => elementwise::sum(b),
+        Op::MatMul => linalg::matmul(b),
+        Op::Gemm {
+            alpha,
+            beta,
+            trans_a,
+            trans_b,
+        } => linalg::gemm(b, *alpha, *beta, *trans_a, *trans_b),
+        Op::MaxPool(attrs) => pool::pool(b, attrs, pool::PoolKind::Max),
+        Op::AveragePool(attrs) => pool::pool(b, attrs, pool::PoolKind::Avg),
+        Op::GlobalAveragePool => pool::global_average_pool(b),
+        Op::Lrn {
+            size,
+            alpha,
+            beta,
+            bias,
+        } => normalization::lrn(b, *size, *alpha, *beta, *bias),
+        Op::Transpose { perm } => layout::transpose(b, perm),
+        Op::Concat { axis } => layout::concat(b, *axis),
+        Op::Softmax { axis, last_axis } => normalization::softmax(b, *axis, *last_axis),
+        Op::LayerNormalization { axis, epsilon } => normalization::layer_norm(b, *axis, *epsilon),
+        Op::ReduceMean { axes, keepdims } => reduce::reduce_mean(b, axes, *keepdims),
+        Op::Gelu { tanh } => elementwise::gelu(b, *tanh),
+        Op::Gather {
+            axis,
+            indices,
+            indices_shape,
+        } => layout::gather(b, *axis, indices, indices_shape),
+        Op::Slice { starts, steps } => layout::slice(b, starts, steps),
     }
-    let _ = graph;
-    Err(GraphError::unsupported(node, "lowering is not written yet"))
 }
 
 /// The op types a node may have, as the error for an unsupported one lists them.
@@ -45,7 +107,30 @@ pub fn supported_op_types() -> &'static [&'static str] {
     super::onnx::SUPPORTED_OP_TYPES
 }
 
-#[allow(dead_code)]
-fn op_of(node: &Node) -> &Op {
-    &node.op
+#[cfg(test)]
+mod tests {
+    use super::test_support::Case;
+    use super::{Lowered, Op};
+
+    #[test]
+    fn reshape_is_an_alias() {
+        let mut case = Case::new();
+        case.input("x", &[2, 6]);
+        let node = case.node(Op::Reshape, &["x"], &[3, 4]);
+        assert!(matches!(case.lower(&node), Ok(Lowered::Alias)));
+    }
+
+    #[test]
+    fn non_registry_dags_are_labelled_with_the_op_and_shapes() {
+        let mut case = Case::new();
+        case.input("x", &[2, 3, 4]);
+        let node = case.node(
+            Op::Transpose {
+                perm: vec![0, 2, 1],
+            },
+            &["x"],
+            &[2, 4, 3],
+        );
+        assert_eq!(case.kernel(&node).dag.label(), "Transpose[2x3x4→2x4x3]");
+    }
 }
