@@ -336,7 +336,8 @@ fn build_registry(
 }
 
 /// `kernel` when its buffers fit the graph: every input as many elements as
-/// its graph tensor, the output exactly the graph output's shape.
+/// its graph tensor, the output the graph output's shape (a registry
+/// operator's: its elements).
 fn checked(graph: &Graph, node: &Node, kernel: NodeKernel) -> Result<Lowered, GraphError> {
     if kernel.inputs.len() != kernel.dag.inputs().len() {
         return Err(GraphError::lower(
@@ -366,12 +367,19 @@ fn checked(graph: &Graph, node: &Node, kernel: NodeKernel) -> Result<Lowered, Gr
         return Err(GraphError::lower(node, "the DAG has no output"));
     };
     let expected = kernel.outputs.first().map_or(&[][..], |n| graph.shape(n));
-    let same = out.shape().len() == expected.len()
-        && out
-            .shape()
-            .iter()
-            .zip(expected)
-            .all(|(&a, &b)| usize::try_from(a).ok() == Some(b));
+    // A registry operator may compute the output under another shape of the
+    // same elements (a `[B,T,N]` row op as `[B·T,N]`): the executor
+    // reinterprets buffers row-major. A DAG built here must match exactly.
+    let same = if kernel.registry_op.is_some() {
+        usize::try_from(out.num_elements()).ok() == Some(expected.iter().product())
+    } else {
+        out.shape().len() == expected.len()
+            && out
+                .shape()
+                .iter()
+                .zip(expected)
+                .all(|(&a, &b)| usize::try_from(a).ok() == Some(b))
+    };
     if !same {
         return Err(GraphError::bad_node(
             node,

