@@ -53,7 +53,8 @@ def write_json(path, value):
 
 
 def write_npy(path, array):
-    _atomic_write(path, lambda f: np.save(f, np.ascontiguousarray(array), allow_pickle=False))
+    # (not np.ascontiguousarray: it makes a 0-d array 1-d)
+    _atomic_write(path, lambda f: np.save(f, np.asarray(array, order="C"), allow_pickle=False))
 
 
 def write_model(path, model):

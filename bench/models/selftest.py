@@ -201,6 +201,15 @@ def check_ops(work):
     one = listing[0]
     cli("reference", out / one["file"], "--inputs-dir", work / "ops_reference")
     check_reference(out / one["file"], work / "ops_reference")
+    cli("ops", "--out-dir", work / "ops_with_reference", "--reference")
+    listing = json.loads((work / "ops_with_reference" / "cases.json").read_text())["cases"]
+    for case in listing:
+        check_reference(work / "ops_with_reference" / case["file"],
+                        work / "ops_with_reference" / case["reference_dir"])
+        manifest = json.loads((work / "ops_with_reference" / case["reference_dir"]
+                               / "manifest.json").read_text())
+        assert np.isfinite(np.load(work / "ops_with_reference" / case["reference_dir"]
+                                   / manifest["outputs"][0]["file"])).all(), case["name"]
 
 
 # ------------------------------------------------------------ reference, latency, errors
