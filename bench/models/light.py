@@ -62,9 +62,9 @@ def consumers_of(graph):
     return readers
 
 
-def role_of(name, shape, readers):
-    """(role, fan_in) of the weight `name` from the first node that uses it,
-    looking through pass-through nodes. fan_in only for weights."""
+def role_of(name, readers):
+    """What the weight `name` is to the first node that uses it, looking
+    through pass-through nodes: weight, bias, scale or other."""
     seen = set()
     frontier = [name]
     while frontier:
@@ -76,24 +76,19 @@ def role_of(name, shape, readers):
             op = node.op_type
             if op in PASS_THROUGH and index == 0:
                 frontier.extend(node.output)
-            elif op == "Conv" and index == 1:
-                return "weight", math.prod(shape[1:])
-            elif op == "Gemm" and index == 1:
-                trans_b = any(a.name == "transB" and a.i for a in node.attribute)
-                return "weight", shape[1] if trans_b else shape[0]
-            elif op == "MatMul" and index == 1 and len(shape) >= 2:
-                return "weight", shape[-2]
+            elif op in ("Conv", "Gemm", "MatMul") and index == 1:
+                return "weight"
             elif op in ("Conv", "Gemm") and index == 2:
-                return "bias", None
+                return "bias"
             elif op == "BatchNormalization" and index in (1, 4):
-                return "scale", None
+                return "scale"
             elif op == "BatchNormalization" and index in (2, 3):
-                return "bias", None
+                return "bias"
             elif op == "Mul":
-                return "scale", None
+                return "scale"
             elif op in ("Add", "Sum", "Sub"):
-                return "bias", None
-    return "other", None
+                return "bias"
+    return "other"
 
 
 def draw(name, shape, role, seed):
@@ -259,7 +254,7 @@ def randomise(model, seed):
         if init.data_type == TensorProto.FLOAT and init.name not in shapes:
             shapes[init.name] = list(init.dims)
 
-    values = {name: draw(name, shape, role_of(name, shape, readers)[0], seed)
+    values = {name: draw(name, shape, role_of(name, readers), seed)
               for name, shape in shapes.items()}
     del graph.node[:]
     graph.node.extend(kept_nodes)
