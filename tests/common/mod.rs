@@ -16,7 +16,7 @@ pub mod ort_workloads;
 mod scratch;
 
 #[allow(unused_imports)] // custom_op_cli runs itself, not the tessera binary
-pub use binary::{tessera, tessera_command};
+pub use binary::{package_root, tessera, tessera_command};
 #[allow(unused_imports)] // the tensorize tests use these; the other test programs do not
 pub use error_bound::{DOT_ERROR_CONSTANT, DotReference, f32_dot_error_bound};
 #[allow(unused_imports)]

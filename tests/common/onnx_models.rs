@@ -21,7 +21,7 @@ pub fn ort_python(test: &str) -> Option<PathBuf> {
     let candidates = std::env::var_os("TESSERA_PYTHON")
         .map(PathBuf::from)
         .into_iter()
-        .chain([super::binary::package_root().join("target/ort-venv/bin/python")]);
+        .chain([super::package_root().join("target/ort-venv/bin/python")]);
     for python in candidates {
         let ok = std::process::Command::new(&python)
             .args(["-c", "import onnx, onnxruntime, numpy"])

@@ -73,6 +73,8 @@ pub struct PoolAttrs {
     pub pads_begin: Vec<i64>,
     /// Padding after each spatial dimension.
     pub pads_end: Vec<i64>,
+    /// Dilations (max pools; average pools take 1).
+    pub dilations: Vec<i64>,
     /// Output sizes rounded up instead of down.
     pub ceil_mode: bool,
     /// Average pools: padding counts in the divisor.

@@ -37,7 +37,8 @@ pub(super) fn pool(
     let floor = floor_extents(a, &x);
     let uniform = |v: &[i64]| v.windows(2).all(|w| w[0] == w[1]);
     let symmetric = a.pads_begin == a.pads_end && uniform(&a.pads_begin);
-    if spatial == 2 && symmetric && uniform(&a.strides) && out[2..] == floor[..] {
+    let undilated = a.dilations.iter().all(|&d| d == 1);
+    if spatial == 2 && symmetric && undilated && uniform(&a.strides) && out[2..] == floor[..] {
         let (r, s) = (a.kernel[0], a.kernel[1]);
         let pad = a.pads_begin[0];
         let (op, fits) = match kind {
@@ -65,7 +66,7 @@ pub(super) fn pool(
         .map(|d| PadDim {
             dim: d + 2,
             begin: a.pads_begin[d],
-            extent: (out_dims[d + 2] - 1) * a.strides[d] + a.kernel[d],
+            extent: (out_dims[d + 2] - 1) * a.strides[d] + span(a, d),
         })
         .collect();
     let fill = match kind {
@@ -83,7 +84,7 @@ pub(super) fn pool(
     let pooled = compute(stage, &out_dims, |ix| {
         let mut at = vec![ix[0].clone(), ix[1].clone()];
         for d in 0..spatial {
-            at.push(window_index(&ix[d + 2], &taps[d], a.strides[d], 1));
+            at.push(window_index(&ix[d + 2], &taps[d], a.strides[d], a.dilations[d]));
         }
         match kind {
             PoolKind::Max => reduce_max(padded.at(at), &taps),
@@ -185,11 +186,11 @@ fn check(
     }
     for d in 0..spatial {
         let padded = x[d + 2] as i64 + a.pads_begin[d] + a.pads_end[d];
-        let span = padded - a.kernel[d];
+        let span = padded - self::span(a, d);
         if span < 0 {
             return Err(bad(format!(
                 "the window {} does not fit the padded input {padded} in spatial dimension {d}",
-                a.kernel[d]
+                self::span(a, d)
             )));
         }
         let floor = span / a.strides[d] + 1;
@@ -223,9 +224,14 @@ fn floor_extents(a: &PoolAttrs, x: &[usize]) -> Vec<usize> {
     (0..a.kernel.len())
         .map(|d| {
             let padded = x[d + 2] as i64 + a.pads_begin[d] + a.pads_end[d];
-            ((padded - a.kernel[d]) / a.strides[d] + 1) as usize
+            ((padded - span(a, d)) / a.strides[d] + 1) as usize
         })
         .collect()
+}
+
+/// The extent a window covers in dimension `d` (dilated).
+fn span(a: &PoolAttrs, d: usize) -> i64 {
+    a.dilations.get(d).copied().unwrap_or(1) * (a.kernel[d] - 1) + 1
 }
 
 /// A GlobalAveragePool node: `avg_pool2d` over the whole plane for 2-D
@@ -293,6 +299,7 @@ mod tests {
             strides: s.to_vec(),
             pads_begin: begin.to_vec(),
             pads_end: end.to_vec(),
+            dilations: vec![1; k.len()],
             ceil_mode: ceil,
             count_include_pad: include,
         }

@@ -692,8 +692,10 @@ fn pool(at: &At, max: bool) -> Result<Typed, GraphError> {
     }
     let strides = per_dim(at, "strides", spatial)?;
     let dilations = per_dim(at, "dilations", spatial)?;
-    if dilations.iter().any(|&d| d != 1) {
-        return Err(at.unsupported(format!("dilations {dilations:?} (only 1)")));
+    if !max && dilations.iter().any(|&d| d != 1) {
+        return Err(at.unsupported(format!(
+            "dilations {dilations:?} of an average pool (only 1)"
+        )));
     }
     let (pads_begin, pads_end) = window_pads(at, &x[2..], &kernel, &strides, &dilations)?;
     let ceil_mode = at.attr(at.attrs.int_or("ceil_mode", 0))? != 0;
@@ -702,7 +704,7 @@ fn pool(at: &At, max: bool) -> Result<Typed, GraphError> {
     for d in 0..spatial {
         out.push(at.shape_err(shapes::window_out(
             x[2 + d],
-            kernel[d],
+            dilations[d] * (kernel[d] - 1) + 1,
             strides[d],
             pads_begin[d],
             pads_end[d],
@@ -714,6 +716,7 @@ fn pool(at: &At, max: bool) -> Result<Typed, GraphError> {
         strides,
         pads_begin,
         pads_end,
+        dilations,
         ceil_mode,
         count_include_pad,
     };

@@ -1,0 +1,225 @@
+//! Whole models and one-node models of every supported operator, run by
+//! tessera (default schedules, the JIT) and compared with ONNX Runtime's
+//! outputs on the same inputs. The models and ORT's outputs come from
+//! `bench/models/models.py` (seeded random weights and inputs); ORT runs
+//! with graph optimisations off and one thread for the reference.
+//!
+//! Tolerance: each node adds rounding of order ε·√L relative to the size of
+//! what it sums (L its longest reduction; reassociation and FMA change the
+//! order), so a model's outputs may differ by 8·ε·Σ√L over its nodes,
+//! relative to the largest reference output (plus that much absolute, for
+//! outputs near zero). A wrong operator is off by far more than that.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use tessera::graph::lower::{Lowered, lower_node};
+use tessera::graph::npy::read_npy;
+use tessera::graph::onnx::ImportOptions;
+use tessera::graph::{CompileOptions, Model};
+use tessera::te::HostTensor;
+
+use crate::common::Scratch;
+use crate::common::onnx_models::ort_python;
+use crate::common::{package_root, reduction_length};
+
+/// Runs `bench/models/models.py args` with `python`.
+fn models_py(python: &Path, args: &[&str]) {
+    let script = package_root().join("bench/models/models.py");
+    let out = Command::new(python)
+        .arg(&script)
+        .args(args)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "models.py {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Σ √L over the model's kernels (L: each DAG's longest reduction, ≥ 1).
+fn rounding_depth(model: &Model) -> f64 {
+    let g = model.graph();
+    g.nodes
+        .iter()
+        .map(|node| match lower_node(g, node) {
+            Ok(Lowered::Kernel(k)) => (reduction_length(&k.dag).max(1) as f64).sqrt(),
+            _ => 0.0,
+        })
+        .sum()
+}
+
+/// The reference folder's inputs and expected outputs (by name).
+fn manifest(dir: &Path) -> (Vec<(String, HostTensor)>, Vec<(String, HostTensor)>) {
+    let text = std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json");
+    let m: Value = serde_json::from_str(&text).expect("manifest parses");
+    let load = |key: &str| -> Vec<(String, HostTensor)> {
+        m[key]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|e| {
+                let name = e["name"].as_str().expect("name").to_string();
+                let file = dir.join(e["file"].as_str().expect("file"));
+                (name, read_npy(&file).expect("reads the .npy"))
+            })
+            .collect()
+    };
+    (load("inputs"), load("outputs"))
+}
+
+/// The largest deviation of `got` from `want`, and what it may be.
+struct Deviation {
+    max_error: f64,
+    allowed: f64,
+}
+
+/// Runs the model in tessera on the reference's inputs and compares every
+/// output with ORT's.
+fn compare(model_path: &Path, reference: &Path, label: &str) -> Deviation {
+    let model = Model::load_with(model_path, &ImportOptions::default())
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let (inputs, expected) = manifest(reference);
+    let mut compiled = model
+        .compile(&CompileOptions::default())
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let outputs = compiled
+        .run(&inputs)
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let depth = rounding_depth(&model).max(1.0);
+    let mut worst = Deviation {
+        max_error: 0.0,
+        allowed: f64::INFINITY,
+    };
+    for (name, want) in &expected {
+        let Some((_, got)) = outputs.iter().find(|(n, _)| n == name) else {
+            panic!("{label}: tessera gave no output '{name}'");
+        };
+        // ORT saves a 0-d output as 0-d; tessera's shapes are the graph's.
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "{label}: output '{name}' has {:?}, ORT {:?}",
+            got.shape(),
+            want.shape()
+        );
+        let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
+        let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-30);
+        let allowed = 8.0 * f64::from(f32::EPSILON) * depth * (scale + 1.0);
+        let mut max_error = 0.0f64;
+        for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+            let e = (a - b).abs();
+            assert!(
+                e.is_finite() && e <= allowed,
+                "{label}: output '{name}'[{i}] = {a}, ONNX Runtime {b} (|Δ| {e:.3e} > {allowed:.3e}; largest output {scale:.3e})"
+            );
+            max_error = max_error.max(e);
+        }
+        if max_error / allowed > worst.max_error / worst.allowed.max(1e-300) {
+            worst = Deviation { max_error, allowed };
+        }
+    }
+    worst
+}
+
+#[test]
+fn every_operator_case_matches_onnx_runtime() {
+    let Some(python) = ort_python("onnx_vs_ort::operators") else {
+        return;
+    };
+    let dir = Scratch::new("onnx-vs-ort-ops");
+    let dir_s = dir.to_str().expect("utf-8 path");
+    models_py(&python, &["ops", "--out-dir", dir_s, "--seed", "7", "--reference"]);
+    let cases: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).expect("cases"))
+            .expect("cases.json parses");
+    let cases = cases["cases"].as_array().expect("a list of cases");
+    let mut op_types = std::collections::BTreeSet::new();
+    let mut failed = Vec::new();
+    for case in cases {
+        let name = case["name"].as_str().expect("name");
+        let model = dir.join(case["file"].as_str().expect("file"));
+        let reference = dir.join(case["reference_dir"].as_str().expect("reference_dir"));
+        // Every case runs; the failures are listed together.
+        let run = std::panic::catch_unwind(|| compare(&model, &reference, name));
+        if let Err(panic) = run {
+            let why = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            failed.push(why);
+        }
+        op_types.insert(case["op"].as_str().expect("op").to_string());
+    }
+    assert!(failed.is_empty(), "{} of {} cases differ from ONNX Runtime:\n{}", failed.len(), cases.len(), failed.join("\n"));
+    // Every operator the reader supports has at least one case.
+    for op in tessera::graph::onnx::SUPPORTED_OP_TYPES {
+        assert!(
+            op_types.contains(*op) || ["Cast"].contains(op),
+            "no one-node case exercises {op}"
+        );
+    }
+    assert!(cases.len() >= 100, "only {} cases", cases.len());
+}
+
+/// Makes `what` (a `models.py` subcommand and its arguments) into
+/// `dir/name.onnx`, its reference into `dir/name/`, and compares.
+fn generated_model_matches(python: &Path, dir: &Path, name: &str, what: &[&str]) {
+    let model: PathBuf = dir.join(format!("{name}.onnx"));
+    let reference = dir.join(name);
+    let model_s = model.to_str().expect("utf-8 path");
+    let mut args: Vec<&str> = what.to_vec();
+    args.extend(["--out", model_s, "--seed", "3"]);
+    models_py(python, &args);
+    models_py(
+        python,
+        &[
+            "reference",
+            model_s,
+            "--inputs-dir",
+            reference.to_str().expect("utf-8 path"),
+            "--seed",
+            "5",
+        ],
+    );
+    let d = compare(&model, &reference, name);
+    eprintln!(
+        "{name}: largest |Δ| {:.3e} (allowed {:.3e})",
+        d.max_error, d.allowed
+    );
+}
+
+#[test]
+fn the_bert_layer_and_the_mobilenet_block_match_onnx_runtime() {
+    let Some(python) = ort_python("onnx_vs_ort::generated_models") else {
+        return;
+    };
+    let dir = Scratch::new("onnx-vs-ort-generated");
+    generated_model_matches(&python, &dir, "bert", &["bert"]);
+    generated_model_matches(&python, &dir, "bert_ln_op", &["bert", "--layernorm", "op"]);
+    generated_model_matches(&python, &dir, "mobilenet", &["mobilenet"]);
+}
+
+#[test]
+fn the_real_cnns_with_random_weights_match_onnx_runtime() {
+    let Some(python) = ort_python("onnx_vs_ort::real_models") else {
+        return;
+    };
+    let dir = Scratch::new("onnx-vs-ort-light");
+    for name in [
+        "squeezenet",
+        "shufflenet",
+        "resnet50",
+        "inception_v1",
+        "inception_v2",
+        "densenet121",
+        "bvlc_alexnet",
+        "zfnet512",
+        "vgg19",
+    ] {
+        generated_model_matches(&python, &dir, name, &["light", name]);
+    }
+}
