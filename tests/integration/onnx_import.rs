@@ -367,3 +367,88 @@ fn every_bad_input_is_one_line_exit_2_and_writes_nothing() {
         &out,
     );
 }
+
+/// A model of one MatMul `x[8,16] · w[16,8]`: the registry's matmul 8×8×16.
+fn one_matmul() -> tessera::graph::onnx::proto::ModelProto {
+    use crate::common::onnx_models::ramp;
+    model(
+        13,
+        graph(
+            vec![node("MatMul", "mm", &["x", "w"], &["y"], vec![])],
+            vec![value("x", &[Some(8), Some(16)])],
+            vec![value("y", &[Some(8), Some(8)])],
+            vec![floats("w", &[16, 8], ramp(128, 9))],
+        ),
+    )
+}
+
+#[test]
+fn tuned_records_of_registry_operators_apply_to_model_nodes() {
+    use crate::common::{ok_result, other_device, split_steps};
+    use tessera::db::TuningDb;
+    use tessera::deploy::{self, DeployOptions, Library};
+    use tessera::graph::{CompileOptions, NodeSource};
+    use tessera::measure::{MeasureResult, Task};
+    use tessera::runtime::host_device;
+    use tessera::schedule::Step;
+    use tessera::te::{DType, HostTensor};
+
+    let dir = Scratch::new("onnx-import-tuned");
+    let path = write(&dir, "mm.onnx", &one_matmul());
+    let model = Model::load(&path).unwrap();
+    let x = HostTensor::random(&[8, 16], DType::F32, 3);
+    let inputs = vec![("x".to_string(), x)];
+    let mut default = model.compile(&CompileOptions::default()).unwrap();
+    let want = default.run(&inputs).unwrap();
+
+    let mut db = TuningDb::open(&dir.join("tuning.db")).unwrap();
+    let task = Task::from_registry("matmul", "M=8,N=8,K=16").unwrap();
+    let steps = split_steps(4);
+    let result = ok_result(1e-6, 1.0);
+    let batch: Vec<(&[Step], &MeasureResult)> = vec![(&steps, &result)];
+    db.record_batch(&task, &other_device(), &batch).unwrap();
+    // Another device's record is never used.
+    let compiled = model
+        .compile(&CompileOptions {
+            db: Some(&db),
+            ..CompileOptions::default()
+        })
+        .unwrap();
+    match compiled.sources()[0].2 {
+        NodeSource::Default(why) => assert!(why.contains("only on other devices"), "{why}"),
+        other => panic!("expected the default schedule, got {other}"),
+    }
+    db.record_batch(&task, host_device(), &batch).unwrap();
+    let mut tuned = model
+        .compile(&CompileOptions {
+            db: Some(&db),
+            ..CompileOptions::default()
+        })
+        .unwrap();
+    assert!(
+        matches!(tuned.sources()[0].2, NodeSource::Tuned(_)),
+        "{}",
+        tuned.sources()[0].2
+    );
+    assert_eq!(tuned.run(&inputs).unwrap(), want);
+
+    // Deployed, the library's artifact is what the node runs.
+    let out = dir.join("schedules");
+    let options = DeployOptions {
+        out: out.clone(),
+        ..DeployOptions::default()
+    };
+    deploy::deploy(&db, host_device(), &options).unwrap();
+    let library = Library::open(&out).unwrap();
+    let mut deployed = model
+        .compile(&CompileOptions {
+            library: Some(&library),
+            ..CompileOptions::default()
+        })
+        .unwrap();
+    match deployed.sources()[0].2 {
+        NodeSource::Tuned(from) => assert!(from.contains("schedules"), "{from}"),
+        other => panic!("expected the deployed artifact, got {other}"),
+    }
+    assert_eq!(deployed.run(&inputs).unwrap(), want);
+}

@@ -6,9 +6,10 @@
 //!
 //! Tolerance: each node adds rounding of order ε·√L relative to the size of
 //! what it sums (L its longest reduction; reassociation and FMA change the
-//! order), so a model's outputs may differ by 8·ε·Σ√L over its nodes,
-//! relative to the largest reference output (plus that much absolute, for
-//! outputs near zero). A wrong operator is off by far more than that.
+//! order), and the rounding of independent nodes adds in quadrature, so a
+//! model's outputs may differ by 8·ε·√(Σ L) over its nodes, relative to the
+//! largest reference output (plus that much absolute, for outputs near
+//! zero). A wrong operator is off by far more than that.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,7 +23,7 @@ use tessera::te::HostTensor;
 
 use crate::common::Scratch;
 use crate::common::onnx_models::ort_python;
-use crate::common::{package_root, reduction_length};
+use crate::common::{package_root, reduction_length, tessera, tessera_command};
 
 /// Runs `bench/models/models.py args` with `python`.
 fn models_py(python: &Path, args: &[&str]) {
@@ -39,23 +40,29 @@ fn models_py(python: &Path, args: &[&str]) {
     );
 }
 
-/// Σ √L over the model's kernels (L: each DAG's longest reduction, ≥ 1).
+/// √(Σ L) over the model's kernels (L: each DAG's longest reduction, ≥ 1):
+/// the rounding of independent nodes adds in quadrature.
 fn rounding_depth(model: &Model) -> f64 {
     let g = model.graph();
-    g.nodes
+    let total: usize = g
+        .nodes
         .iter()
         .map(|node| match lower_node(g, node) {
-            Ok(Lowered::Kernel(k)) => (reduction_length(&k.dag).max(1) as f64).sqrt(),
-            _ => 0.0,
+            Ok(Lowered::Kernel(k)) => reduction_length(&k.dag).max(1),
+            _ => 0,
         })
-        .sum()
+        .sum();
+    (total as f64).sqrt()
 }
 
+/// Tensors by name.
+type Named = Vec<(String, HostTensor)>;
+
 /// The reference folder's inputs and expected outputs (by name).
-fn manifest(dir: &Path) -> (Vec<(String, HostTensor)>, Vec<(String, HostTensor)>) {
+fn manifest(dir: &Path) -> (Named, Named) {
     let text = std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json");
     let m: Value = serde_json::from_str(&text).expect("manifest parses");
-    let load = |key: &str| -> Vec<(String, HostTensor)> {
+    let load = |key: &str| -> Named {
         m[key]
             .as_array()
             .expect("a list")
@@ -131,7 +138,10 @@ fn every_operator_case_matches_onnx_runtime() {
     };
     let dir = Scratch::new("onnx-vs-ort-ops");
     let dir_s = dir.to_str().expect("utf-8 path");
-    models_py(&python, &["ops", "--out-dir", dir_s, "--seed", "7", "--reference"]);
+    models_py(
+        &python,
+        &["ops", "--out-dir", dir_s, "--seed", "7", "--reference"],
+    );
     let cases: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).expect("cases"))
             .expect("cases.json parses");
@@ -154,7 +164,13 @@ fn every_operator_case_matches_onnx_runtime() {
         }
         op_types.insert(case["op"].as_str().expect("op").to_string());
     }
-    assert!(failed.is_empty(), "{} of {} cases differ from ONNX Runtime:\n{}", failed.len(), cases.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} of {} cases differ from ONNX Runtime:\n{}",
+        failed.len(),
+        cases.len(),
+        failed.join("\n")
+    );
     // Every operator the reader supports has at least one case.
     for op in tessera::graph::onnx::SUPPORTED_OP_TYPES {
         assert!(
@@ -201,6 +217,89 @@ fn the_bert_layer_and_the_mobilenet_block_match_onnx_runtime() {
     generated_model_matches(&python, &dir, "bert", &["bert"]);
     generated_model_matches(&python, &dir, "bert_ln_op", &["bert", "--layernorm", "op"]);
     generated_model_matches(&python, &dir, "mobilenet", &["mobilenet"]);
+
+    // The same through the command line, as a user runs it: inputs and
+    // outputs as .npy files, the output read back and compared.
+    let reference = dir.join("mobilenet");
+    let (_, expected) = manifest(&reference);
+    let listing: Value = serde_json::from_str(
+        &std::fs::read_to_string(reference.join("manifest.json")).expect("manifest.json"),
+    )
+    .expect("manifest parses");
+    let model = dir.join("mobilenet.onnx");
+    let mut args = vec!["run".to_string(), model.display().to_string()];
+    for input in listing["inputs"].as_array().expect("inputs") {
+        let name = input["name"].as_str().expect("name");
+        let file = reference.join(input["file"].as_str().expect("file"));
+        args.extend(["--input".to_string(), format!("{name}={}", file.display())]);
+    }
+    let (out_name, want) = &expected[0];
+    let out_file = dir.join("cli_out.npy");
+    args.extend([
+        "--output".to_string(),
+        format!("{out_name}={}", out_file.display()),
+    ]);
+    let out = tessera(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("wrote ") && stdout.contains("on the default schedule"),
+        "{stdout}"
+    );
+    let got = read_npy(&out_file).expect("the output file");
+    assert_eq!(got.shape(), want.shape());
+    let worst = got
+        .to_f64_vec()
+        .iter()
+        .zip(want.to_f64_vec())
+        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    assert!(
+        worst < 1e-4,
+        "tessera run differs from ONNX Runtime by {worst}"
+    );
+
+    // `model bench --json`: tessera's latency next to ONNX Runtime's.
+    let out = tessera_command(&[
+        "model",
+        "bench",
+        model.to_str().expect("utf-8 path"),
+        "--runs",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+    ])
+    .env("TESSERA_PYTHON", &python)
+    .output()
+    .expect("tessera runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        report["latency_ms"].as_f64().is_some_and(|v| v > 0.0),
+        "{report}"
+    );
+    assert!(
+        report["ort_latency_ms"].as_f64().is_some_and(|v| v > 0.0),
+        "{report}"
+    );
+    let nodes = report["nodes"].as_array().expect("nodes");
+    assert_eq!(
+        nodes.len(),
+        Model::load(&model).expect("loads").graph().nodes.len()
+    );
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n["source"] == "default" || n["source"] == "alias")
+    );
 }
 
 #[test]

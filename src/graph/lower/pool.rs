@@ -84,7 +84,12 @@ pub(super) fn pool(
     let pooled = compute(stage, &out_dims, |ix| {
         let mut at = vec![ix[0].clone(), ix[1].clone()];
         for d in 0..spatial {
-            at.push(window_index(&ix[d + 2], &taps[d], a.strides[d], a.dilations[d]));
+            at.push(window_index(
+                &ix[d + 2],
+                &taps[d],
+                a.strides[d],
+                a.dilations[d],
+            ));
         }
         match kind {
             PoolKind::Max => reduce_max(padded.at(at), &taps),

@@ -145,7 +145,7 @@ fn import_model(
                     }
                 }
                 cx.tensors.extend(infos);
-                nodes.push(node);
+                nodes.push(*node);
             }
         }
     }

@@ -20,7 +20,7 @@ pub(super) enum Converted {
     /// Constant values of its outputs.
     Folded(Vec<(String, HostTensor)>),
     /// A graph node and the types of its outputs.
-    Node(Node, BTreeMap<String, TensorInfo>),
+    Node(Box<Node>, BTreeMap<String, TensorInfo>),
 }
 
 /// The node being converted: its proto, name and the tensors known so far.
@@ -228,7 +228,7 @@ pub(super) fn convert(
         outputs: vec![out_name.clone()],
     };
     let infos = BTreeMap::from([(out_name, TensorInfo::f32(&out_shape))]);
-    Ok(Converted::Node(node, infos))
+    Ok(Converted::Node(Box::new(node), infos))
 }
 
 fn output(at: &At, i: usize) -> Result<String, GraphError> {
