@@ -322,45 +322,36 @@ fn every_bad_input_is_one_line_exit_2_and_writes_nothing() {
         &tessera::te::HostTensor::from_f32(&[1, 3, 4, 4], vec![0.0; 48]).unwrap(),
     )
     .unwrap();
-    let input_flag = format!("x={}", wrong_shape.display());
-    fails_cleanly(
-        &[
+    let run_on = |input: &std::path::Path, expect: &[&str]| {
+        let flag = format!("x={}", input.display());
+        let args = [
             "run",
             good.to_str().unwrap(),
             "--input",
-            &input_flag,
+            &flag,
             "--output",
             out_s,
-        ],
+        ];
+        fails_cleanly(&args, expect, &out);
+    };
+    run_on(
+        &wrong_shape,
         &["input 'x'", "[1, 3, 4, 4]", "expects f32[1, 3, 8, 8]"],
-        &out,
     );
     let wrong_dtype = dir.join("wrong_dtype.npy");
-    let mut file = std::fs::File::create(&wrong_dtype).unwrap();
     {
-        use std::io::Write;
-        let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 3, 8, 8), }";
-        let pad = 64 - (10 + header.len() + 1) % 64;
-        let header = format!("{header}{}\n", " ".repeat(pad));
-        file.write_all(b"\x93NUMPY\x01\x00").unwrap();
-        file.write_all(&(header.len() as u16).to_le_bytes())
+        use npyz::WriterBuilder;
+        let mut file = std::fs::File::create(&wrong_dtype).unwrap();
+        let mut writer = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(&[1, 3, 8, 8])
+            .writer(&mut file)
+            .begin_nd()
             .unwrap();
-        file.write_all(header.as_bytes()).unwrap();
-        file.write_all(&vec![0u8; 8 * 192]).unwrap();
+        writer.extend(vec![0.0f64; 192]).unwrap();
+        writer.finish().unwrap();
     }
-    let input_flag = format!("x={}", wrong_dtype.display());
-    fails_cleanly(
-        &[
-            "run",
-            good.to_str().unwrap(),
-            "--input",
-            &input_flag,
-            "--output",
-            out_s,
-        ],
-        &["wrong_dtype.npy", "<f8", "float32"],
-        &out,
-    );
+    run_on(&wrong_dtype, &["wrong_dtype.npy", "<f8", "float32"]);
     fails_cleanly(
         &["run", good.to_str().unwrap(), "--output", out_s],
         &["input 'x'", "not given"],
