@@ -38,8 +38,9 @@ pub(super) fn matmul(mut b: KernelBuilder<'_>) -> Result<Lowered, GraphError> {
             let p = [("M", rows.iter().product()), ("N", *n), ("K", *k)];
             return b.registry("matmul", &p, &[0, 1]);
         }
-        ([ba, m, k], [bb, _, n]) if ba == bb => {
-            let p = [("B", *ba), ("M", *m), ("N", *n), ("K", *k)];
+        // Equal batch dimensions (any number of them) are one batch.
+        ([ba @ .., m, k], [bb @ .., _, n]) if ba == bb && !ba.is_empty() => {
+            let p = [("B", ba.iter().product()), ("M", *m), ("N", *n), ("K", *k)];
             return b.registry("batch_matmul", &p, &[0, 1]);
         }
         _ => {}
@@ -248,6 +249,11 @@ mod tests {
         assert_eq!(
             check(&[2, 3, 4], &[2, 4, 5], &[2, 3, 5], false),
             Some("batch_matmul[B=2,M=3,N=5,K=4]".into())
+        );
+        // Attention's [batch, heads, …] products are one batch of B·H.
+        assert_eq!(
+            check(&[2, 3, 5, 4], &[2, 3, 4, 6], &[2, 3, 5, 6], true),
+            Some("batch_matmul[B=6,M=5,N=6,K=4]".into())
         );
     }
 
