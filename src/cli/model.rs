@@ -114,7 +114,7 @@ pub(crate) fn model(args: &ModelArgs) -> Result<String, CliError> {
 }
 
 /// `--input-shape NAME=1,3,224,224` flags as import options.
-fn import_options(flags: &[String]) -> Result<ImportOptions, CliError> {
+pub(crate) fn import_options(flags: &[String]) -> Result<ImportOptions, CliError> {
     let mut options = ImportOptions::default();
     for flag in flags {
         let bad = |what: &str| {

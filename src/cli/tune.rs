@@ -29,9 +29,14 @@ use crate::search::{
 /// `tessera tune` options.
 #[derive(Debug, clap::Args)]
 pub(crate) struct TuneArgs {
-    /// The operator (see `tessera ops`); not with --suite.
+    /// The operator (see `tessera ops`), or an ONNX model (`m.onnx`: its
+    /// registry-operator tasks, tuned as a suite); not with --suite.
     #[arg(required_unless_present = "suite")]
     op: Option<String>,
+    /// With a model: the shape of an input with dynamic dimensions
+    /// (`NAME=1,3,224,224`; repeat for several).
+    #[arg(long = "input-shape", value_name = "NAME=D0,D1,…")]
+    input_shapes: Vec<String>,
     /// Shape parameters, e.g. `M=512,N=512,K=512`.
     #[arg(long, default_value = "")]
     shape: String,
@@ -85,10 +90,48 @@ pub(crate) struct TuneArgs {
 /// `tessera tune`.
 pub(crate) fn tune_command(args: &TuneArgs, target: &Target) -> Result<String, CliError> {
     let timeout = check_options(args)?;
-    match &args.suite {
-        Some(path) => tune_suite_command(args, target, path, timeout),
-        None => tune_one(args, target, timeout),
+    match (&args.suite, &args.op) {
+        (Some(path), _) => {
+            let suite = Suite::load(path)?;
+            tune_suite_command(args, target, &suite, &path.display().to_string(), timeout)
+        }
+        (None, Some(op)) if op.ends_with(".onnx") => tune_model(args, target, op, timeout),
+        (None, _) => tune_one(args, target, timeout),
     }
+}
+
+/// `tessera tune m.onnx`: the model's registry-operator tasks as a suite.
+fn tune_model(
+    args: &TuneArgs,
+    target: &Target,
+    path: &str,
+    timeout: Duration,
+) -> Result<String, CliError> {
+    let options = super::model::import_options(&args.input_shapes)?;
+    let model = crate::graph::Model::load_with(path, &options)?;
+    let name = Path::new(path)
+        .file_stem()
+        .map_or_else(|| path.to_string(), |s| s.to_string_lossy().into_owned());
+    let tasks = crate::graph::tasks::model_tasks(model.graph(), &name)?;
+    if tasks.suite.workloads.is_empty() {
+        return Err(CliError::Usage(format!(
+            "model {path} has no node that is a registry operator, so nothing to tune yet"
+        )));
+    }
+    let mut out = format!(
+        "model     {path}: {} tasks ({} nodes), {} nodes without a task keep the default schedule\n",
+        tasks.suite.workloads.len(),
+        tasks.suite.workloads.iter().map(|w| w.weight).sum::<f64>(),
+        tasks.untunable.len()
+    );
+    out.push_str(&tune_suite_command(
+        args,
+        target,
+        &tasks.suite,
+        path,
+        timeout,
+    )?);
+    Ok(out)
 }
 
 fn check_options(args: &TuneArgs) -> Result<Duration, CliError> {
@@ -373,17 +416,16 @@ fn errors_text(errors: &[(String, usize)]) -> String {
 fn tune_suite_command(
     args: &TuneArgs,
     target: &Target,
-    path: &Path,
+    suite: &Suite,
+    source: &str,
     timeout: Duration,
 ) -> Result<String, CliError> {
-    let suite = Suite::load(path)?;
     let tasks = suite.tasks()?;
     if args.trials < tasks.len() {
         return Err(CliError::Usage(format!(
-            "--trials {} is less than the {} workloads of suite {}: each needs at least one trial",
+            "--trials {} is less than the {} workloads of {source}: each needs at least one trial",
             args.trials,
             tasks.len(),
-            path.display()
         )));
     }
     let mut s = session(args, target, timeout)?;
@@ -437,7 +479,7 @@ fn tune_suite_command(
         );
         plot_normalised_curves(plot, &title, &series)?;
     }
-    Ok(render_suite(&suite, &report, &s.model.name(), &s.db, args))
+    Ok(render_suite(suite, &report, &s.model.name(), &s.db, args))
 }
 
 fn render_suite(

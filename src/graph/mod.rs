@@ -20,6 +20,7 @@ pub mod lower;
 pub mod npy;
 pub mod onnx;
 pub mod printer;
+pub mod tasks;
 
 pub use error::GraphError;
 pub use exec::{CompileOptions, CompiledModel, Model, NodeSource, NodeTiming};

@@ -443,3 +443,60 @@ fn tuned_records_of_registry_operators_apply_to_model_nodes() {
     }
     assert_eq!(deployed.run(&inputs).unwrap(), want);
 }
+
+#[test]
+fn tuning_a_model_tunes_its_registry_tasks_and_run_uses_them() {
+    use tessera::te::{DType, HostTensor};
+    let dir = Scratch::new("onnx-import-tune-model");
+    let mut m = one_matmul();
+    if let Some(g) = m.graph.as_mut() {
+        // Two MatMuls of one workload (one task, weight 2) and a Relu.
+        g.node
+            .push(node("MatMul", "mm2", &["x", "w"], &["y2"], vec![]));
+        g.node
+            .push(node("Add", "sum", &["y", "y2"], &["s"], vec![]));
+        g.node.push(node("Relu", "act", &["s"], &["z"], vec![]));
+        g.output = vec![value("z", &[Some(8), Some(8)])];
+    }
+    let path = write(&dir, "mm.onnx", &m);
+    let db = dir.join("tuning.db");
+    let (path_s, db_s) = (path.to_str().unwrap(), db.to_str().unwrap());
+    let out = tessera(&[
+        "tune",
+        path_s,
+        "--trials",
+        "2",
+        "--db",
+        db_s,
+        "--remeasure",
+        "0",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("2 tasks (3 nodes), 1 nodes without a task"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("T0-matmul") && stdout.contains("T1-relu"),
+        "{stdout}"
+    );
+    let x = dir.join("x.npy");
+    tessera::graph::npy::write_npy(&x, &HostTensor::random(&[8, 16], DType::F32, 1)).unwrap();
+    let input = format!("x={}", x.display());
+    let out = tessera(&["run", path_s, "--db", db_s, "--input", &input]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("kernels: 3 tuned, 1 on the default schedule"),
+        "{stdout}"
+    );
+}
