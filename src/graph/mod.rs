@@ -17,6 +17,7 @@ mod error;
 pub mod exec;
 pub mod ir;
 pub mod lower;
+pub mod memory;
 pub mod npy;
 pub mod onnx;
 pub mod printer;

@@ -41,6 +41,15 @@ impl Model {
         })
     }
 
+    /// A model of a graph built in memory (by a pass or a test); its path
+    /// is empty.
+    pub fn from_graph(graph: Graph) -> Model {
+        Model {
+            path: PathBuf::new(),
+            graph,
+        }
+    }
+
     /// The model as a graph.
     pub fn graph(&self) -> &Graph {
         &self.graph
