@@ -111,3 +111,61 @@ fn squeezenet_computes_the_same_with_the_memory_plan_as_without() {
         assert_eq!(w, g, "{name} differs with the memory plan");
     }
 }
+
+#[test]
+fn an_intermediate_overwritten_in_place_is_kept_when_asked_for() {
+    use crate::common::onnx_models::{small_cnn, write};
+    use tessera::graph::npy::{read_npy, write_npy};
+
+    let dir = Scratch::new("memory-plan-keep");
+    let path = write(&dir, "cnn.onnx", &small_cnn(13));
+    let model = Model::load(&path).expect("loads");
+    let x = HostTensor::random(model.graph().shape("x"), DType::F32, 5);
+    let inputs = vec![("x".to_string(), x.clone())];
+
+    // The ReLU overwrites the convolution's output `c`.
+    let mut compiled = model.compile(&CompileOptions::default()).expect("compiles");
+    assert!(
+        compiled
+            .memory_plan()
+            .in_place
+            .iter()
+            .any(|p| p.input == "c" && p.output == "r"),
+        "{:?}",
+        compiled.memory_plan().in_place
+    );
+    compiled.run(&inputs).expect("runs");
+    let err = compiled.tensor("c").expect_err("c is overwritten");
+    assert!(err.to_string().contains("--output c=FILE.npy"), "{err}");
+
+    let mut kept = model
+        .compile(&CompileOptions {
+            keep: vec!["c".into()],
+            ..CompileOptions::default()
+        })
+        .expect("compiles");
+    kept.run(&inputs).expect("runs");
+    let c = kept.tensor("c").expect("kept");
+    let c = c.as_f32().expect("f32");
+    assert!(c.iter().any(|v| *v < 0.0), "c holds ReLU's output");
+
+    // The command line keeps what --output names.
+    let x_file = dir.join("x.npy");
+    write_npy(&x_file, &x).expect("writes");
+    let c_file = dir.join("c.npy");
+    let out = tessera(&[
+        "run",
+        path.to_str().expect("utf-8"),
+        "--input",
+        &format!("x={}", x_file.display()),
+        "--output",
+        &format!("c={}", c_file.display()),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let from_cli = read_npy(&c_file).expect("reads");
+    assert_eq!(from_cli.as_f32().expect("f32"), c);
+}

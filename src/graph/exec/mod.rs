@@ -2,8 +2,9 @@
 //! lowers every node and compiles its kernel (the tuned schedule from a
 //! deployed library or the tuning cache when there is one, the default
 //! schedule otherwise, saying which per node), and
-//! [`CompiledModel::run`] executes the nodes in order over one buffer per
-//! tensor.
+//! [`CompiledModel::run`] executes the nodes in order over the constants,
+//! the inputs and one arena laid out by the
+//! [`MemoryPlan`](crate::graph::memory::MemoryPlan).
 
 mod compile;
 mod run;

@@ -358,8 +358,8 @@ impl CompiledModel {
     }
 
     /// The value of tensor `name` after a run: a graph output, an input, a
-    /// constant, or an intermediate named in [`CompileOptions::keep`]
-    /// (`super::CompileOptions`). Any other intermediate's bytes are reused
+    /// constant, or an intermediate named in
+    /// [`CompileOptions::keep`](super::CompileOptions::keep). Any other intermediate's bytes are reused
     /// by the memory plan after its last reader, so asking for one is
     /// [`GraphError::NotKept`].
     pub fn tensor(&self, name: &str) -> Result<HostTensor, GraphError> {
