@@ -296,6 +296,11 @@ struct BenchReport {
     ratio: Option<f64>,
     tuned_kernels: usize,
     default_kernels: usize,
+    /// The memory plan: the arena of intermediates, its lower bound, and
+    /// the intermediates' bytes without reuse.
+    arena_bytes: usize,
+    arena_lower_bound_bytes: usize,
+    all_intermediate_bytes: usize,
     nodes: Vec<NodeReport>,
 }
 
@@ -360,6 +365,9 @@ fn model_bench(args: &BenchArgs) -> Result<String, CliError> {
         ratio: ort.as_ref().ok().map(|o| o.ort_latency_ms / latency_ms),
         tuned_kernels: nodes.iter().filter(|n| n.source == "tuned").count(),
         default_kernels: nodes.iter().filter(|n| n.source == "default").count(),
+        arena_bytes: compiled.memory_plan().arena_bytes,
+        arena_lower_bound_bytes: compiled.memory_plan().lower_bound_bytes,
+        all_intermediate_bytes: compiled.memory_plan().all_intermediate_bytes,
         nodes,
     };
     if args.json {
@@ -388,6 +396,7 @@ fn bench_text(report: &BenchReport, compiled: &CompiledModel) -> String {
         "tessera:  {:.3} ms ({:.2} GFLOP/s)",
         report.latency_ms, report.gflops
     );
+    let _ = writeln!(out, "memory:   {}", compiled.memory_plan());
     match (&report.ort_latency_ms, &report.ort_error) {
         (Some(ort), _) => {
             let _ = writeln!(
