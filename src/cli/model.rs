@@ -144,7 +144,13 @@ fn load(source: &ModelSource) -> Result<(Model, ImportOptions), CliError> {
 }
 
 /// `model` compiled with the schedules `source` names.
-fn compile(source: &ModelSource, model: &Model) -> Result<CompiledModel, CliError> {
+/// Compiles `model`, keeping the intermediates named in `keep` readable
+/// after a run.
+fn compile(
+    source: &ModelSource,
+    model: &Model,
+    keep: Vec<String>,
+) -> Result<CompiledModel, CliError> {
     let library = source
         .from
         .as_ref()
@@ -166,6 +172,7 @@ fn compile(source: &ModelSource, model: &Model) -> Result<CompiledModel, CliErro
     Ok(model.compile(&CompileOptions {
         library: library.as_ref(),
         db: db.as_ref(),
+        keep,
     })?)
 }
 
@@ -208,8 +215,6 @@ pub(crate) fn run(args: &RunArgs) -> Result<String, CliError> {
     let (model, _) = load(&args.source)?;
     // The inputs are checked before anything is compiled.
     crate::graph::exec::check_inputs(model.graph(), &inputs)?;
-    let mut compiled = compile(&args.source, &model)?;
-    let outputs = compiled.run(&inputs)?;
     let mut wanted: Vec<(String, PathBuf)> = Vec::new();
     for flag in &args.outputs {
         match flag.split_once('=') {
@@ -222,6 +227,14 @@ pub(crate) fn run(args: &RunArgs) -> Result<String, CliError> {
             }
         }
     }
+    // Intermediates asked for are kept out of the memory plan's reuse.
+    let keep: Vec<String> = wanted
+        .iter()
+        .map(|(name, _)| name.clone())
+        .filter(|name| model.graph().info(name).is_some() && !model.graph().outputs.contains(name))
+        .collect();
+    let mut compiled = compile(&args.source, &model, keep)?;
+    let outputs = compiled.run(&inputs)?;
     // Every value first, then the files: an unknown name writes nothing.
     let mut values = Vec::with_capacity(wanted.len());
     for (name, file) in &wanted {
@@ -283,13 +296,18 @@ struct BenchReport {
     ratio: Option<f64>,
     tuned_kernels: usize,
     default_kernels: usize,
+    /// The memory plan: the arena of intermediates, its lower bound, and
+    /// the intermediates' bytes without reuse.
+    arena_bytes: usize,
+    arena_lower_bound_bytes: usize,
+    all_intermediate_bytes: usize,
     nodes: Vec<NodeReport>,
 }
 
 fn model_bench(args: &BenchArgs) -> Result<String, CliError> {
     runtime::set_num_threads(args.threads.max(1));
     let (model, options) = load(&args.source)?;
-    let mut compiled = compile(&args.source, &model)?;
+    let mut compiled = compile(&args.source, &model, Vec::new())?;
     let inputs: Vec<(String, HostTensor)> = model
         .graph()
         .inputs
@@ -347,6 +365,9 @@ fn model_bench(args: &BenchArgs) -> Result<String, CliError> {
         ratio: ort.as_ref().ok().map(|o| o.ort_latency_ms / latency_ms),
         tuned_kernels: nodes.iter().filter(|n| n.source == "tuned").count(),
         default_kernels: nodes.iter().filter(|n| n.source == "default").count(),
+        arena_bytes: compiled.memory_plan().arena_bytes,
+        arena_lower_bound_bytes: compiled.memory_plan().lower_bound_bytes,
+        all_intermediate_bytes: compiled.memory_plan().all_intermediate_bytes,
         nodes,
     };
     if args.json {
@@ -375,6 +396,7 @@ fn bench_text(report: &BenchReport, compiled: &CompiledModel) -> String {
         "tessera:  {:.3} ms ({:.2} GFLOP/s)",
         report.latency_ms, report.gflops
     );
+    let _ = writeln!(out, "memory:   {}", compiled.memory_plan());
     match (&report.ort_latency_ms, &report.ort_error) {
         (Some(ort), _) => {
             let _ = writeln!(

@@ -137,6 +137,15 @@ pub enum GraphError {
         /// The graph outputs.
         available: String,
     },
+    /// An intermediate asked for after a run whose bytes the memory plan
+    /// reuses.
+    #[error(
+        "tensor '{name}' is an intermediate whose memory is reused after its last reader; name it when compiling to keep it (CompileOptions::keep, or `tessera run --output {name}=FILE.npy`)"
+    )]
+    NotKept {
+        /// The tensor.
+        name: String,
+    },
     /// A node's DAG could not be built.
     #[error("node '{node}' ({op_type}): building its tensor expression failed: {reason}")]
     Lower {

@@ -5,8 +5,10 @@
 //! ```text
 //! model.onnx ─► onnx::read (protobuf) ─► onnx::import (typed ops, shapes,
 //!               shape subgraphs folded) ─► Graph ─► lower (one DAG a node)
+//!               ─► memory::MemoryPlan (every node output at an offset in
+//!               one arena, from lifetimes; elementwise outputs in place)
 //!               ─► exec::CompiledModel (kernels from a Library or the
-//!               default schedule, one buffer a tensor) ─► run
+//!               default schedule, over the arena) ─► run
 //! ```
 //!
 //! In the layering the graph level stands between deploy and cli: it uses
@@ -17,6 +19,7 @@ mod error;
 pub mod exec;
 pub mod ir;
 pub mod lower;
+pub mod memory;
 pub mod npy;
 pub mod onnx;
 pub mod printer;

@@ -1,10 +1,12 @@
 //! `tessera model show`: a model as text — inputs, outputs, constants, and
-//! per node its shapes, FLOPs and the tessera operator or DAG it becomes.
+//! the memory plan's arena, and per node its shapes, FLOPs and the tessera
+//! operator or DAG it becomes.
 
 use std::fmt::Write;
 
 use super::ir::Graph;
 use super::lower::{Lowered, lower_node};
+use super::memory::MemoryPlan;
 
 /// The shape of `name` as `f32[1,3,224,224]`.
 fn typed_shape(graph: &Graph, name: &str) -> String {
@@ -50,6 +52,7 @@ pub fn describe(graph: &Graph, source: &str) -> String {
         bytes as f64 / 1e6
     );
     let mut rows = Vec::with_capacity(graph.nodes.len());
+    let mut all_lowered = Vec::with_capacity(graph.nodes.len());
     let (mut total_flops, mut kernels, mut aliases, mut failed) = (0u64, 0usize, 0usize, 0usize);
     for (i, node) in graph.nodes.iter().enumerate() {
         let inputs: Vec<String> = node.inputs.iter().map(|n| typed_shape(graph, n)).collect();
@@ -57,7 +60,8 @@ pub fn describe(graph: &Graph, source: &str) -> String {
             .outputs
             .first()
             .map_or_else(String::new, |o| typed_shape(graph, o));
-        let (flops, becomes) = match lower_node(graph, node) {
+        let lowered = lower_node(graph, node);
+        let (flops, becomes) = match &lowered {
             Ok(Lowered::Alias) => {
                 aliases += 1;
                 (0, "alias (no kernel)".to_string())
@@ -77,6 +81,9 @@ pub fn describe(graph: &Graph, source: &str) -> String {
             }
         };
         total_flops += flops;
+        if let Ok(lowered) = lowered {
+            all_lowered.push(lowered);
+        }
         rows.push(vec![
             i.to_string(),
             node.name.clone(),
@@ -88,7 +95,7 @@ pub fn describe(graph: &Graph, source: &str) -> String {
     }
     let _ = writeln!(
         out,
-        "nodes:     {} ({kernels} kernels, {aliases} aliases{}), {:.3} GFLOP\n",
+        "nodes:     {} ({kernels} kernels, {aliases} aliases{}), {:.3} GFLOP",
         graph.nodes.len(),
         if failed > 0 {
             format!(", {failed} that cannot be lowered")
@@ -97,6 +104,15 @@ pub fn describe(graph: &Graph, source: &str) -> String {
         },
         total_flops as f64 / 1e9
     );
+    let memory = if failed > 0 {
+        "not planned (some nodes cannot be lowered)".to_string()
+    } else {
+        match MemoryPlan::new(graph, &all_lowered, &[]) {
+            Ok(plan) => plan.to_string(),
+            Err(e) => format!("not planned ({e})"),
+        }
+    };
+    let _ = writeln!(out, "memory:    {memory}\n");
     out.push_str(&table(
         &["#", "node", "op", "shapes", "GFLOP", "becomes"],
         &rows,

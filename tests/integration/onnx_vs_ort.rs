@@ -290,6 +290,16 @@ fn the_bert_layer_and_the_mobilenet_block_match_onnx_runtime() {
         report["ort_latency_ms"].as_f64().is_some_and(|v| v > 0.0),
         "{report}"
     );
+    let (arena, bound, all) = (
+        report["arena_bytes"].as_u64().expect("arena_bytes"),
+        report["arena_lower_bound_bytes"]
+            .as_u64()
+            .expect("lower bound"),
+        report["all_intermediate_bytes"]
+            .as_u64()
+            .expect("intermediates"),
+    );
+    assert!(bound > 0 && bound <= arena && arena < all, "{report}");
     let nodes = report["nodes"].as_array().expect("nodes");
     assert_eq!(
         nodes.len(),

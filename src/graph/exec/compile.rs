@@ -11,6 +11,7 @@ use crate::deploy::{KernelSource, Library};
 use crate::graph::error::GraphError;
 use crate::graph::ir::{Graph, Node};
 use crate::graph::lower::{Lowered, NodeKernel, lower_node};
+use crate::graph::memory::MemoryPlan;
 use crate::measure::Task;
 use crate::runtime::host_device;
 use crate::schedule::State;
@@ -26,6 +27,10 @@ pub struct CompileOptions<'a> {
     /// A tuning cache: the best record of a node's workload on this device
     /// (for nodes that are registry operators), when no library is given.
     pub db: Option<&'a TuningDb>,
+    /// Intermediate tensors whose values must survive a run, to read them
+    /// with [`CompiledModel::tensor`] like the graph outputs (the memory
+    /// plan reuses every other intermediate's bytes after its last reader).
+    pub keep: Vec<String>,
 }
 
 /// Which schedule a node runs.
@@ -68,11 +73,17 @@ pub(super) fn compile(
     let codegen_options = options.library.map_or_else(CodegenOptions::default, |l| {
         CodegenOptions::for_target(*l.target())
     });
-    let mut slots = Slots::new(graph)?;
+    let lowered = graph
+        .nodes
+        .iter()
+        .map(|node| lower_node(graph, node))
+        .collect::<Result<Vec<_>, _>>()?;
+    let plan = MemoryPlan::new(graph, &lowered, &options.keep)?;
+    let mut slots = Slots::new(graph, plan)?;
     let mut compiled: HashMap<String, (Rc<Kernel>, NodeSource)> = HashMap::new();
     let mut nodes = Vec::with_capacity(graph.nodes.len());
-    for node in &graph.nodes {
-        match lower_node(graph, node)? {
+    for (node, lowered) in graph.nodes.iter().zip(lowered) {
+        match lowered {
             Lowered::Alias => {
                 let (input, output) = match (node.inputs.first(), node.outputs.first()) {
                     (Some(i), Some(o)) => (i, o),
@@ -97,7 +108,7 @@ pub(super) fn compile(
                     }
                 };
                 for output in &lowered.outputs {
-                    slots.allocate(output, graph)?;
+                    slots.place(output, graph)?;
                 }
                 nodes.push(CompiledNode::kernel(
                     node, &lowered, kernel, source, &slots,

@@ -2,8 +2,9 @@
 //! lowers every node and compiles its kernel (the tuned schedule from a
 //! deployed library or the tuning cache when there is one, the default
 //! schedule otherwise, saying which per node), and
-//! [`CompiledModel::run`] executes the nodes in order over one buffer per
-//! tensor.
+//! [`CompiledModel::run`] executes the nodes in order over the constants,
+//! the inputs and one arena laid out by the
+//! [`MemoryPlan`](crate::graph::memory::MemoryPlan).
 
 mod compile;
 mod run;
@@ -39,6 +40,15 @@ impl Model {
             path: path.to_path_buf(),
             graph: import(path, options)?,
         })
+    }
+
+    /// A model of a graph built in memory (by a pass or a test); its path
+    /// is empty.
+    pub fn from_graph(graph: Graph) -> Model {
+        Model {
+            path: PathBuf::new(),
+            graph,
+        }
     }
 
     /// The model as a graph.

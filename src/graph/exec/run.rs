@@ -1,5 +1,6 @@
-//! Executing a compiled model: one buffer per tensor (an alias shares its
-//! input's), nodes called in order.
+//! Executing a compiled model: one buffer per constant and graph input, one
+//! arena for every node output at the offsets of the memory plan (an alias
+//! shares its input's place), nodes called in order.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -7,17 +8,40 @@ use std::time::{Duration, Instant};
 
 use crate::codegen::Kernel;
 use crate::graph::error::GraphError;
-use crate::graph::ir::{Graph, Node};
+use crate::graph::ir::{Graph, Node, TensorInfo};
 use crate::graph::lower::NodeKernel;
+use crate::graph::memory::MemoryPlan;
 use crate::runtime::NdBuffer;
-use crate::te::HostTensor;
+use crate::te::{DType, HostTensor};
 
 use super::compile::NodeSource;
 
-/// The buffers of a model's tensors.
+/// Where a tensor's elements are.
+#[derive(Clone, Copy)]
+enum Place {
+    /// Its own buffer (a constant or a graph input).
+    Owned(usize),
+    /// At a byte offset in the arena (a node output).
+    Arena(usize),
+}
+
+/// One tensor's storage.
+#[derive(Clone, Copy)]
+struct Slot {
+    place: Place,
+    elements: usize,
+    dtype: DType,
+}
+
+/// The storage of a model's tensors: one buffer per constant and graph
+/// input, and one arena, laid out by the [`MemoryPlan`], for every node
+/// output (an alias shares its input's slot).
 pub(super) struct Slots {
-    buffers: Vec<NdBuffer>,
+    owned: Vec<NdBuffer>,
+    arena: NdBuffer,
+    slots: Vec<Slot>,
     of: HashMap<String, usize>,
+    plan: MemoryPlan,
 }
 
 fn buffer_error(tensor: &str, e: impl ToString) -> GraphError {
@@ -28,42 +52,79 @@ fn buffer_error(tensor: &str, e: impl ToString) -> GraphError {
 }
 
 impl Slots {
-    /// Buffers of the constants (filled) and the graph inputs (zero).
-    pub(super) fn new(graph: &Graph) -> Result<Slots, GraphError> {
+    /// Buffers of the constants (filled) and the graph inputs, and the
+    /// arena of `plan`, all poisoned (NaN) but the constants, so that an
+    /// element no kernel writes cannot pass for a value.
+    pub(super) fn new(graph: &Graph, plan: MemoryPlan) -> Result<Slots, GraphError> {
+        let arena_elements = plan.arena_bytes.div_ceil(DType::F32.size_bytes());
+        let mut arena = NdBuffer::zeros(&[arena_elements], DType::F32)
+            .map_err(|e| buffer_error("memory arena", e))?;
+        arena.poison();
         let mut slots = Slots {
-            buffers: Vec::new(),
+            owned: Vec::new(),
+            arena,
+            slots: Vec::new(),
             of: HashMap::new(),
+            plan,
         };
         for (name, value) in &graph.constants {
             let buffer = NdBuffer::from_host(value).map_err(|e| buffer_error(name, e))?;
-            slots.insert(name, buffer);
+            slots.own(name, buffer);
         }
         for name in &graph.inputs {
-            slots.allocate(name, graph)?;
+            let info = info(graph, name)?;
+            let mut buffer =
+                NdBuffer::zeros(&info.shape, info.dtype).map_err(|e| buffer_error(name, e))?;
+            buffer.poison();
+            slots.own(name, buffer);
         }
         Ok(slots)
     }
 
-    fn insert(&mut self, name: &str, buffer: NdBuffer) {
-        self.of.insert(name.to_string(), self.buffers.len());
-        self.buffers.push(buffer);
+    fn own(&mut self, name: &str, buffer: NdBuffer) {
+        let slot = Slot {
+            place: Place::Owned(self.owned.len()),
+            elements: buffer.len(),
+            dtype: buffer.dtype(),
+        };
+        self.owned.push(buffer);
+        self.insert(name, slot);
     }
 
-    /// A fresh buffer for `name`, poisoned (NaN) so that an element no
-    /// kernel writes cannot pass for a value.
-    pub(super) fn allocate(&mut self, name: &str, graph: &Graph) -> Result<(), GraphError> {
-        let info = graph.info(name).ok_or_else(|| GraphError::Dangling {
-            node: "executor".to_string(),
-            tensor: name.to_string(),
-        })?;
-        let mut buffer =
-            NdBuffer::zeros(&info.shape, info.dtype).map_err(|e| buffer_error(name, e))?;
-        buffer.poison();
-        self.insert(name, buffer);
+    fn insert(&mut self, name: &str, slot: Slot) {
+        self.of.insert(name.to_string(), self.slots.len());
+        self.slots.push(slot);
+    }
+
+    /// The node output `name` at its place in the arena.
+    pub(super) fn place(&mut self, name: &str, graph: &Graph) -> Result<(), GraphError> {
+        let info = info(graph, name)?;
+        let placement = self
+            .plan
+            .placement(name)
+            .ok_or_else(|| GraphError::Kernel {
+                node: "executor".to_string(),
+                op_type: String::new(),
+                reason: format!("the memory plan has no place for tensor '{name}'"),
+            })?;
+        let slot = Slot {
+            place: Place::Arena(placement.offset),
+            elements: info.num_elements(),
+            dtype: info.dtype,
+        };
+        let end = placement.offset + slot.elements * slot.dtype.size_bytes();
+        if end > self.arena.as_bytes().len() {
+            return Err(GraphError::Kernel {
+                node: "executor".to_string(),
+                op_type: String::new(),
+                reason: format!("tensor '{name}' ends at byte {end}, past the arena"),
+            });
+        }
+        self.insert(name, slot);
         Ok(())
     }
 
-    /// `output` shares `input`'s buffer.
+    /// `output` shares `input`'s slot.
     pub(super) fn alias(&mut self, output: &str, input: &str) {
         if let Some(&slot) = self.of.get(input) {
             self.of.insert(output.to_string(), slot);
@@ -74,10 +135,37 @@ impl Slots {
         self.of.get(name).copied()
     }
 
-    /// The bytes held by all buffers.
-    pub(super) fn bytes(&self) -> usize {
-        self.buffers.iter().map(|b| b.as_bytes().len()).sum()
+    /// The start of slot `slot`'s elements.
+    fn pointer(&mut self, slot: usize) -> *mut u8 {
+        match self.slots[slot].place {
+            Place::Owned(i) => self.owned[i].as_mut_ptr(),
+            // SAFETY: `place` checked that the tensor lies inside the arena.
+            Place::Arena(offset) => unsafe { self.arena.as_mut_ptr().add(offset) },
+        }
     }
+
+    /// Slot `slot`'s bytes.
+    fn bytes_of(&self, slot: usize) -> &[u8] {
+        let s = self.slots[slot];
+        match s.place {
+            Place::Owned(i) => self.owned[i].as_bytes(),
+            Place::Arena(offset) => {
+                &self.arena.as_bytes()[offset..offset + s.elements * s.dtype.size_bytes()]
+            }
+        }
+    }
+
+    /// The bytes held by all buffers and the arena.
+    pub(super) fn bytes(&self) -> usize {
+        self.owned.iter().map(|b| b.as_bytes().len()).sum::<usize>() + self.arena.as_bytes().len()
+    }
+}
+
+fn info<'g>(graph: &'g Graph, name: &str) -> Result<&'g TensorInfo, GraphError> {
+    graph.info(name).ok_or_else(|| GraphError::Dangling {
+        node: "executor".to_string(),
+        tensor: name.to_string(),
+    })
 }
 
 /// One node, ready to run.
@@ -132,18 +220,14 @@ impl CompiledNode {
                 node: node.name.clone(),
                 tensor: tensor.clone(),
             })?;
-            let buffer = &slots.buffers[slot];
+            let held = slots.slots[slot];
             let elements: usize = param.shape.iter().product();
-            if elements != buffer.len() || param.dtype != buffer.dtype() {
+            if elements != held.elements || param.dtype != held.dtype {
                 return Err(GraphError::lower(
                     node,
                     format!(
-                        "kernel parameter {} is {}{:?} but tensor '{tensor}' is {}{:?}",
-                        param.name,
-                        param.dtype,
-                        param.shape,
-                        buffer.dtype(),
-                        buffer.shape()
+                        "kernel parameter {} is {}{:?} but tensor '{tensor}' is {} elements of {}",
+                        param.name, param.dtype, param.shape, held.elements, held.dtype
                     ),
                 ));
             }
@@ -164,19 +248,18 @@ impl CompiledNode {
         })
     }
 
-    /// Runs the node's kernel on the buffers.
-    fn call(&self, buffers: &mut [NdBuffer]) {
+    /// Runs the node's kernel on the slots.
+    fn call(&self, slots: &mut Slots) {
         let Some(kernel) = &self.kernel else {
             return;
         };
-        let pointers: Vec<*mut u8> = self
-            .args
-            .iter()
-            .map(|&slot| buffers[slot].as_mut_ptr())
-            .collect();
+        let pointers: Vec<*mut u8> = self.args.iter().map(|&slot| slots.pointer(slot)).collect();
         // SAFETY: every slot was checked at compile time to hold exactly
-        // the elements and dtype of its parameter; buffers never shrink, and
-        // no output slot is also an input of the same call.
+        // the elements and dtype of its parameter, inside its buffer or the
+        // arena; buffers never shrink. An output shares bytes with an input
+        // of the same call only where the memory plan made it overwrite that
+        // input, which it does only when the kernel reads each input element
+        // at the index of the output element it writes.
         unsafe { kernel.call_raw(&pointers) };
     }
 }
@@ -239,9 +322,15 @@ impl CompiledModel {
             .collect()
     }
 
-    /// The bytes of all buffers (constants, inputs, intermediates, outputs).
+    /// The bytes of all buffers (constants, inputs, and the arena of the
+    /// intermediates and outputs).
     pub fn buffer_bytes(&self) -> usize {
         self.slots.bytes()
+    }
+
+    /// The memory plan of the intermediates and outputs.
+    pub fn memory_plan(&self) -> &MemoryPlan {
+        &self.slots.plan
     }
 
     /// Copies `inputs` (every graph input, by name) into the model.
@@ -251,7 +340,10 @@ impl CompiledModel {
             let (Some(slot), Some(data)) = (self.slots.slot(name), value.as_f32()) else {
                 continue;
             };
-            if let Some(dst) = self.slots.buffers[slot].as_f32_mut() {
+            let Place::Owned(buffer) = self.slots.slots[slot].place else {
+                continue;
+            };
+            if let Some(dst) = self.slots.owned[buffer].as_f32_mut() {
                 dst.copy_from_slice(data);
             }
         }
@@ -261,20 +353,33 @@ impl CompiledModel {
     /// Runs every node once on the inputs last set.
     pub fn execute(&mut self) {
         for node in &self.nodes {
-            node.call(&mut self.slots.buffers);
+            node.call(&mut self.slots);
         }
     }
 
-    /// The value of tensor `name` (a graph output, or any tensor) after a run.
+    /// The value of tensor `name` after a run: a graph output, an input, a
+    /// constant, or an intermediate named in
+    /// [`CompileOptions::keep`](super::CompileOptions::keep). Any other intermediate's bytes are reused
+    /// by the memory plan after its last reader, so asking for one is
+    /// [`GraphError::NotKept`].
     pub fn tensor(&self, name: &str) -> Result<HostTensor, GraphError> {
         let unknown = || GraphError::UnknownOutput {
             name: name.to_string(),
             available: format!("{:?}", self.graph.outputs),
         };
         let slot = self.slots.slot(name).ok_or_else(unknown)?;
+        if !self.slots.plan.survives(name) {
+            return Err(GraphError::NotKept {
+                name: name.to_string(),
+            });
+        }
         let shape = self.graph.shape(name).to_vec();
-        let buffer = &self.slots.buffers[slot];
-        let data = buffer.as_f32().ok_or_else(unknown)?.to_vec();
+        let data: Vec<f32> = self
+            .slots
+            .bytes_of(slot)
+            .chunks_exact(4)
+            .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
         HostTensor::from_f32(&shape, data).map_err(|e| GraphError::Kernel {
             node: "executor".to_string(),
             op_type: String::new(),
@@ -304,7 +409,7 @@ impl CompiledModel {
         for _ in 0..runs.max(1) {
             for (i, node) in self.nodes.iter().enumerate() {
                 let start = Instant::now();
-                node.call(&mut self.slots.buffers);
+                node.call(&mut self.slots);
                 samples[i].push(start.elapsed());
             }
         }
