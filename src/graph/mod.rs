@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! model.onnx ─► onnx::read (protobuf) ─► onnx::import (typed ops, shapes,
-//!               shape subgraphs folded) ─► Graph ─► lower (one DAG a node)
+//!               shape subgraphs folded) ─► Graph ─► passes (constant and
+//!               BatchNormalization folding, CSE, dead nodes) ─► lower (one DAG a node)
 //!               ─► exec::CompiledModel (kernels from a Library or the
 //!               default schedule, one buffer a tensor) ─► run
 //! ```
@@ -19,6 +20,7 @@ pub mod ir;
 pub mod lower;
 pub mod npy;
 pub mod onnx;
+pub mod passes;
 pub mod printer;
 
 pub use error::GraphError;

@@ -17,8 +17,7 @@ use crate::schedule::State;
 
 use super::run::{CompiledModel, CompiledNode, Slots};
 
-/// Where the schedules come from.
-#[derive(Default)]
+/// Where the schedules come from, and whether the graph passes run.
 pub struct CompileOptions<'a> {
     /// A deployed library (`schedules/`): its artifact of a node's workload
     /// is used when this device has one.
@@ -26,6 +25,19 @@ pub struct CompileOptions<'a> {
     /// A tuning cache: the best record of a node's workload on this device
     /// (for nodes that are registry operators), when no library is given.
     pub db: Option<&'a TuningDb>,
+    /// Run the graph passes ([`crate::graph::passes::PASSES`]) before
+    /// lowering (default: on).
+    pub passes: bool,
+}
+
+impl Default for CompileOptions<'_> {
+    fn default() -> Self {
+        CompileOptions {
+            library: None,
+            db: None,
+            passes: true,
+        }
+    }
 }
 
 /// Which schedule a node runs.

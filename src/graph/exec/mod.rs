@@ -1,7 +1,8 @@
 //! Running a whole model: [`Model::load`] imports it, [`Model::compile`]
-//! lowers every node and compiles its kernel (the tuned schedule from a
-//! deployed library or the tuning cache when there is one, the default
-//! schedule otherwise, saying which per node), and
+//! runs the graph passes ([`Model::optimized`]), lowers every node and
+//! compiles its kernel (the tuned schedule from a deployed library or the
+//! tuning cache when there is one, the default schedule otherwise, saying
+//! which per node), and
 //! [`CompiledModel::run`] executes the nodes in order over one buffer per
 //! tensor.
 
@@ -16,6 +17,7 @@ pub use run::{CompiledModel, NodeTiming};
 use super::error::GraphError;
 use super::ir::Graph;
 use super::onnx::{ImportOptions, import};
+use super::passes::{PassReport, run_passes};
 use crate::te::{DType, HostTensor};
 
 /// An imported model.
@@ -51,9 +53,20 @@ impl Model {
         &self.path
     }
 
-    /// Lowers and compiles every node.
+    /// The graph after the graph passes, and what each pass changed.
+    pub fn optimized(&self) -> Result<(Graph, Vec<PassReport>), GraphError> {
+        run_passes(&self.graph)
+    }
+
+    /// Runs the graph passes (unless `options.passes` is off), then lowers
+    /// and compiles every node.
     pub fn compile(&self, options: &CompileOptions) -> Result<CompiledModel, GraphError> {
-        compile::compile(&self.graph, options)
+        if options.passes {
+            let (optimized, _) = self.optimized()?;
+            compile::compile(&optimized, options)
+        } else {
+            compile::compile(&self.graph, options)
+        }
     }
 }
 
