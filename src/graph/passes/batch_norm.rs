@@ -136,7 +136,9 @@ fn affine_of(graph: &Graph, reader: &Node, y: &str, channels: usize) -> Option<(
             let scale: Vec<f64> = (0..channels)
                 .map(|k| gamma[k] / (var[k] + f64::from(*epsilon)).sqrt())
                 .collect();
-            let shift = (0..channels).map(|k| beta[k] - mean[k] * scale[k]).collect();
+            let shift = (0..channels)
+                .map(|k| beta[k] - mean[k] * scale[k])
+                .collect();
             Some((Affine { scale, shift }, Folded::BatchNorm))
         }
         Op::Binary(op @ (BinaryOp::Mul | BinaryOp::Add)) if reader.inputs.len() == 2 => {
@@ -200,4 +202,129 @@ fn fresh_name(graph: &Graph, base: &str) -> String {
         name = format!("{base}.{n}");
     }
     name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{Builder, assert_same_outputs, conv3x3, count};
+    use super::*;
+    use crate::graph::ir::UnaryOp;
+
+    /// `x → Conv(w[, b]) → BatchNormalization → Relu`.
+    fn conv_bn_relu(bias: bool) -> Graph {
+        let mut b = Builder::new();
+        b.input("x", &[1, 3, 6, 6]).constant("w", &[4, 3, 3, 3]);
+        for p in ["gamma", "beta", "mean", "var", "b"] {
+            b.constant(p, &[4]);
+        }
+        let conv_inputs: &[&str] = if bias { &["x", "w", "b"] } else { &["x", "w"] };
+        b.node("conv", conv3x3(), conv_inputs, "c", &[1, 4, 6, 6])
+            .node(
+                "bn",
+                Op::BatchNormalization { epsilon: 1e-3 },
+                &["c", "gamma", "beta", "mean", "var"],
+                "n",
+                &[1, 4, 6, 6],
+            )
+            .node("relu", Op::Unary(UnaryOp::Relu), &["n"], "y", &[1, 4, 6, 6])
+            .outputs(&["y"])
+    }
+
+    #[test]
+    fn batch_norm_folds_into_the_convolution() {
+        for bias in [true, false] {
+            let before = conv_bn_relu(bias);
+            let (after, summary) = fold_batch_norm(&before).unwrap();
+            assert!(
+                summary.contains("folded 1 BatchNormalizations"),
+                "{summary}"
+            );
+            assert_eq!(count(&after, "BatchNormalization"), 0);
+            assert_eq!(count(&after, "Conv"), 1);
+            let conv = &after.nodes[0];
+            assert_eq!(conv.outputs, ["n"]);
+            assert_eq!(conv.inputs.len(), 3);
+            assert!(!after.tensors.contains_key("c"));
+            super::super::check_graph(&after).unwrap();
+            assert_same_outputs(&before, &after, 1e-5);
+        }
+    }
+
+    #[test]
+    fn per_channel_mul_and_add_fold_into_the_convolution() {
+        let before = Builder::new()
+            .input("x", &[1, 3, 6, 6])
+            .constant("w", &[4, 3, 3, 3])
+            .constant("s", &[4, 1, 1])
+            .constant("t", &[1, 4, 1, 1])
+            .constant("u", &[1])
+            .node("conv", conv3x3(), &["x", "w"], "c", &[1, 4, 6, 6])
+            .node(
+                "mul",
+                Op::Binary(BinaryOp::Mul),
+                &["s", "c"],
+                "m",
+                &[1, 4, 6, 6],
+            )
+            .node(
+                "add",
+                Op::Binary(BinaryOp::Add),
+                &["m", "t"],
+                "a",
+                &[1, 4, 6, 6],
+            )
+            .node(
+                "mul2",
+                Op::Binary(BinaryOp::Mul),
+                &["a", "u"],
+                "y",
+                &[1, 4, 6, 6],
+            )
+            .outputs(&["y"]);
+        let (after, summary) = fold_batch_norm(&before).unwrap();
+        assert!(
+            summary.contains("2 per-channel Muls and 1 per-channel Adds"),
+            "{summary}"
+        );
+        assert_eq!(after.nodes.len(), 1);
+        assert_eq!(after.nodes[0].outputs, ["y"]);
+        assert_same_outputs(&before, &after, 1e-5);
+    }
+
+    #[test]
+    fn what_is_not_per_channel_or_not_the_only_reader_stays() {
+        let before = Builder::new()
+            .input("x", &[1, 3, 6, 6])
+            .constant("w", &[4, 3, 3, 3])
+            // Broadcast along the last axis, not the channels.
+            .constant("s", &[6])
+            .node("conv", conv3x3(), &["x", "w"], "c", &[1, 4, 6, 6])
+            .node(
+                "mul",
+                Op::Binary(BinaryOp::Mul),
+                &["c", "s"],
+                "m",
+                &[1, 4, 6, 6],
+            )
+            .node("conv2", conv3x3(), &["m", "w2"], "c2", &[1, 4, 6, 6])
+            .node(
+                "add",
+                Op::Binary(BinaryOp::Add),
+                &["c2", "c2"],
+                "a",
+                &[1, 4, 6, 6],
+            )
+            .node(
+                "mul2",
+                Op::Binary(BinaryOp::Mul),
+                &["c2", "s"],
+                "y",
+                &[1, 4, 6, 6],
+            )
+            .constant("w2", &[4, 4, 3, 3])
+            .outputs(&["y", "a"]);
+        let (after, summary) = fold_batch_norm(&before).unwrap();
+        assert_eq!(after.nodes.len(), before.nodes.len(), "{summary}");
+        assert_same_outputs(&before, &after, 0.0);
+    }
 }

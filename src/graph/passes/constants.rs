@@ -19,6 +19,11 @@ pub const MAX_FOLDED_ELEMENTS: usize = 64 << 20;
 /// at most [`MAX_FOLDED_ELEMENTS`] elements) into constants. A node the
 /// interpreter cannot evaluate stays a node.
 pub(super) fn fold_constants(graph: &Graph) -> Result<(Graph, String), GraphError> {
+    fold_constants_up_to(graph, MAX_FOLDED_ELEMENTS)
+}
+
+/// [`fold_constants`] with outputs of at most `cap` elements folded.
+fn fold_constants_up_to(graph: &Graph, cap: usize) -> Result<(Graph, String), GraphError> {
     let mut after = graph.clone();
     after.nodes.clear();
     let mut folded: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -31,15 +36,18 @@ pub(super) fn fold_constants(graph: &Graph) -> Result<(Graph, String), GraphErro
             .iter()
             .map(|o| graph.info(o).map_or(usize::MAX, |t| t.num_elements()))
             .fold(0, usize::saturating_add);
-        if all_constant && elements <= MAX_FOLDED_ELEMENTS {
-            if let Ok(outputs) = evaluate_node(&after, node, &after.constants) {
-                for (name, value) in node.outputs.iter().zip(outputs) {
-                    after.constants.insert(name.clone(), value);
-                }
-                *folded.entry(node.op.name()).or_default() += 1;
-                values += elements;
-                continue;
+        let evaluated = if all_constant && elements <= cap {
+            evaluate_node(&after, node, &after.constants).ok()
+        } else {
+            None
+        };
+        if let Some(outputs) = evaluated {
+            for (name, value) in node.outputs.iter().zip(outputs) {
+                after.constants.insert(name.clone(), value);
             }
+            *folded.entry(node.op.name()).or_default() += 1;
+            values += elements;
+            continue;
         }
         after.nodes.push(node.clone());
     }
@@ -54,4 +62,67 @@ pub(super) fn fold_constants(graph: &Graph) -> Result<(Graph, String), GraphErro
         )
     };
     Ok((after, summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{Builder, assert_same_outputs, count};
+    use super::*;
+    use crate::graph::ir::{BinaryOp, Op, UnaryOp};
+
+    /// `y = x · (transpose(w) · s)`, and `u = unsqueeze(v) + 1` as a
+    /// second, all-constant graph output.
+    fn weight_arithmetic() -> Graph {
+        Builder::new()
+            .input("x", &[2, 3])
+            .constant("w", &[4, 3])
+            .constant("s", &[1])
+            .constant("v", &[4])
+            .constant("one", &[1])
+            .node(
+                "t",
+                Op::Transpose { perm: vec![1, 0] },
+                &["w"],
+                "wt",
+                &[3, 4],
+            )
+            .node("m", Op::Binary(BinaryOp::Mul), &["wt", "s"], "ws", &[3, 4])
+            .node("mm", Op::MatMul, &["x", "ws"], "y", &[2, 4])
+            .node("u", Op::Reshape, &["v"], "vu", &[1, 4])
+            .node("a", Op::Binary(BinaryOp::Add), &["vu", "one"], "z", &[1, 4])
+            .node("r", Op::Unary(UnaryOp::Relu), &["y"], "out", &[2, 4])
+            .outputs(&["out", "z"])
+    }
+
+    #[test]
+    fn nodes_of_constants_become_constants() {
+        let before = weight_arithmetic();
+        let (after, summary) = fold_constants(&before).unwrap();
+        let left: Vec<&str> = after.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(left, ["MatMul", "Relu"], "{summary}");
+        assert!(summary.contains("folded 4 nodes"), "{summary}");
+        for node in &after.nodes {
+            assert!(
+                node.inputs.iter().any(|i| !after.constants.contains_key(i)),
+                "node {} still computes from constants alone",
+                node.name
+            );
+        }
+        // The folded graph output is a constant and still an output.
+        assert!(after.constants.contains_key("z"));
+        assert_eq!(after.outputs, ["out", "z"]);
+        super::super::check_graph(&after).unwrap();
+        assert_same_outputs(&before, &after, 1e-6);
+        assert_eq!(count(&after, "Transpose"), 0);
+    }
+
+    #[test]
+    fn outputs_beyond_the_cap_stay_nodes() {
+        let before = weight_arithmetic();
+        // Up to 4 elements: z (1×4) folds, the 3×4 weight products do not.
+        let (after, summary) = fold_constants_up_to(&before, 4).unwrap();
+        let left: Vec<&str> = after.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(left, ["t", "m", "mm", "r"], "{summary}");
+        assert_same_outputs(&before, &after, 1e-6);
+    }
 }

@@ -136,7 +136,12 @@ pub fn run_passes(graph: &Graph) -> Result<(Graph, Vec<PassReport>), GraphError>
 pub fn describe_passes(reports: &[PassReport]) -> String {
     let mut out = String::from("passes, in order:\n");
     for (i, pass) in PASSES.iter().enumerate() {
-        out.push_str(&format!("{:>2}. {} — {}\n", i + 1, pass.name, pass.description));
+        out.push_str(&format!(
+            "{:>2}. {} — {}\n",
+            i + 1,
+            pass.name,
+            pass.description
+        ));
         if let Some(report) = reports.iter().find(|r| r.pass == pass.name) {
             out.push_str(&format!(
                 "      {} (nodes {} → {}, constants {} → {})\n",
@@ -149,4 +154,97 @@ pub fn describe_passes(reports: &[PassReport]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::{Builder, assert_same_outputs, conv3x3, count};
+    use super::*;
+    use crate::graph::ir::{BinaryOp, Node, Op, UnaryOp};
+
+    #[test]
+    fn the_pass_list_runs_in_order_and_keeps_the_outputs() {
+        let mut b = Builder::new();
+        b.input("x", &[1, 2, 5, 5]).constant("w", &[3, 2, 3, 3]);
+        for p in ["gamma", "beta", "mean", "var"] {
+            b.constant(p, &[3]);
+        }
+        let before = b
+            .constant("k", &[1])
+            // A constant subgraph: w · k, folded; its result feeds the Conv.
+            .node(
+                "scale",
+                Op::Binary(BinaryOp::Mul),
+                &["w", "k"],
+                "wk",
+                &[3, 2, 3, 3],
+            )
+            .node("conv", conv3x3(), &["x", "wk"], "c", &[1, 3, 5, 5])
+            .node(
+                "bn",
+                Op::BatchNormalization { epsilon: 1e-5 },
+                &["c", "gamma", "beta", "mean", "var"],
+                "n",
+                &[1, 3, 5, 5],
+            )
+            .node("r1", Op::Unary(UnaryOp::Relu), &["n"], "r1", &[1, 3, 5, 5])
+            .node("r2", Op::Unary(UnaryOp::Relu), &["n"], "r2", &[1, 3, 5, 5])
+            .node("dead", Op::Unary(UnaryOp::Exp), &["r2"], "e", &[1, 3, 5, 5])
+            .node(
+                "add",
+                Op::Binary(BinaryOp::Add),
+                &["r1", "r2"],
+                "y",
+                &[1, 3, 5, 5],
+            )
+            .outputs(&["y"]);
+        let (after, reports) = run_passes(&before).unwrap();
+        let names: Vec<&str> = reports.iter().map(|r| r.pass).collect();
+        let listed: Vec<&str> = PASSES.iter().map(|p| p.name).collect();
+        assert_eq!(names, listed);
+        let ops: Vec<&str> = after.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(ops, ["Conv", "Relu", "Add"], "{reports:?}");
+        assert_eq!(after.constants.len(), 2, "{:?}", after.constants.keys());
+        assert_eq!(count(&after, "Mul"), 0);
+        assert_same_outputs(&before, &after, 1e-5);
+        let text = describe_passes(&reports);
+        for pass in PASSES {
+            assert!(
+                text.contains(pass.name) && text.contains(pass.description),
+                "{text}"
+            );
+        }
+        assert!(text.contains("folded 1 BatchNormalizations"), "{text}");
+    }
+
+    #[test]
+    fn a_broken_graph_is_caught() {
+        let mut graph = Builder::new()
+            .input("x", &[2])
+            .node("r", Op::Unary(UnaryOp::Relu), &["x"], "y", &[2])
+            .outputs(&["y"]);
+        check_graph(&graph).unwrap();
+        graph.nodes.insert(
+            0,
+            Node {
+                name: "early".into(),
+                op: Op::Unary(UnaryOp::Exp),
+                inputs: vec!["y".into()],
+                outputs: vec!["z".into()],
+            },
+        );
+        graph
+            .tensors
+            .insert("z".into(), crate::graph::TensorInfo::f32(&[2]));
+        assert!(matches!(
+            check_graph(&graph),
+            Err(GraphError::Dangling { .. })
+        ));
+        graph.nodes.remove(0);
+        graph.outputs.push("nowhere".into());
+        assert!(matches!(
+            check_graph(&graph),
+            Err(GraphError::Dangling { .. })
+        ));
+    }
 }
