@@ -26,6 +26,7 @@ mod jit_equivalence;
 mod kernel_api;
 mod measure_isolation;
 mod onnx_import;
+mod onnx_passes;
 mod onnx_vs_ort;
 mod ops_reference;
 mod ort_harness;

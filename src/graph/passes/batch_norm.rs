@@ -26,8 +26,7 @@ enum Folded {
 
 /// Folds every BatchNormalization, per-channel Mul and per-channel Add
 /// that is the only reader of a constant-weight convolution into it.
-pub(super) fn fold_batch_norm(graph: &Graph) -> Result<(Graph, String), GraphError> {
-    let mut after = graph.clone();
+pub(super) fn fold_batch_norm(mut after: Graph) -> Result<(Graph, String), GraphError> {
     let (mut batch_norms, mut muls, mut adds) = (0usize, 0usize, 0usize);
     let mut i = 0;
     while i < after.nodes.len() {
@@ -234,7 +233,7 @@ mod tests {
     fn batch_norm_folds_into_the_convolution() {
         for bias in [true, false] {
             let before = conv_bn_relu(bias);
-            let (after, summary) = fold_batch_norm(&before).unwrap();
+            let (after, summary) = fold_batch_norm(before.clone()).unwrap();
             assert!(
                 summary.contains("folded 1 BatchNormalizations"),
                 "{summary}"
@@ -281,7 +280,7 @@ mod tests {
                 &[1, 4, 6, 6],
             )
             .outputs(&["y"]);
-        let (after, summary) = fold_batch_norm(&before).unwrap();
+        let (after, summary) = fold_batch_norm(before.clone()).unwrap();
         assert!(
             summary.contains("2 per-channel Muls and 1 per-channel Adds"),
             "{summary}"
@@ -323,7 +322,7 @@ mod tests {
             )
             .constant("w2", &[4, 4, 3, 3])
             .outputs(&["y", "a"]);
-        let (after, summary) = fold_batch_norm(&before).unwrap();
+        let (after, summary) = fold_batch_norm(before.clone()).unwrap();
         assert_eq!(after.nodes.len(), before.nodes.len(), "{summary}");
         assert_same_outputs(&before, &after, 0.0);
     }

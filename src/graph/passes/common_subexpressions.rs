@@ -8,15 +8,18 @@ use std::hash::{Hash, Hasher};
 
 use crate::graph::error::GraphError;
 use crate::graph::ir::Graph;
-use crate::te::HostTensor;
+use crate::te::{HostData, HostTensor};
 
 /// A hash of a constant's type and values (bit patterns).
 fn value_hash(value: &HostTensor) -> u64 {
     let mut h = DefaultHasher::new();
     value.shape().hash(&mut h);
-    value.dtype().to_string().hash(&mut h);
-    for v in value.to_f64_vec() {
-        v.to_bits().hash(&mut h);
+    match value.data() {
+        HostData::F32(v) => v.iter().for_each(|x| x.to_bits().hash(&mut h)),
+        HostData::F64(v) => v.iter().for_each(|x| x.to_bits().hash(&mut h)),
+        HostData::I32(v) => v.hash(&mut h),
+        HostData::I64(v) => v.hash(&mut h),
+        HostData::Bool(v) => v.hash(&mut h),
     }
     h.finish()
 }
@@ -24,14 +27,9 @@ fn value_hash(value: &HostTensor) -> u64 {
 /// Merges equal constants and equal nodes. A graph output is never merged
 /// away (its name must stay), though others may be merged into it.
 pub(super) fn eliminate_common_subexpressions(
-    graph: &Graph,
+    mut graph: Graph,
 ) -> Result<(Graph, String), GraphError> {
-    let pinned: BTreeSet<&str> = graph
-        .outputs
-        .iter()
-        .chain(&graph.inputs)
-        .map(String::as_str)
-        .collect();
+    let pinned: BTreeSet<String> = graph.outputs.iter().chain(&graph.inputs).cloned().collect();
     let mut renamed: BTreeMap<String, String> = BTreeMap::new();
 
     // Constants: the first of each group of equal values stays.
@@ -42,7 +40,7 @@ pub(super) fn eliminate_common_subexpressions(
             .iter()
             .find(|kept| graph.constants.get(**kept) == Some(value))
         {
-            Some(kept) if !pinned.contains(name.as_str()) => {
+            Some(kept) if !pinned.contains(name) => {
                 renamed.insert(name.clone(), (*kept).clone());
             }
             _ => bucket.push(name),
@@ -53,11 +51,8 @@ pub(super) fn eliminate_common_subexpressions(
     // Nodes: the key is the op with its attributes, the (renamed) inputs and
     // the output types (a Reshape's target shape lives only there).
     let mut first: HashMap<String, Vec<String>> = HashMap::new();
-    let mut after = graph.clone();
-    after.nodes.clear();
     let mut merged_nodes = 0usize;
-    for node in &graph.nodes {
-        let mut node = node.clone();
+    for mut node in std::mem::take(&mut graph.nodes) {
         for input in &mut node.inputs {
             if let Some(to) = renamed.get(input) {
                 *input = to.clone();
@@ -72,7 +67,7 @@ pub(super) fn eliminate_common_subexpressions(
                 .map(|o| graph.info(o))
                 .collect::<Vec<_>>()
         );
-        let pinned_output = node.outputs.iter().any(|o| pinned.contains(o.as_str()));
+        let pinned_output = node.outputs.iter().any(|o| pinned.contains(o));
         match first.get(&key) {
             Some(earlier) if !pinned_output => {
                 for (output, kept) in node.outputs.iter().zip(earlier) {
@@ -82,16 +77,16 @@ pub(super) fn eliminate_common_subexpressions(
             }
             _ => {
                 first.entry(key).or_insert_with(|| node.outputs.clone());
-                after.nodes.push(node);
+                graph.nodes.push(node);
             }
         }
     }
     for gone in renamed.keys() {
-        after.constants.remove(gone);
-        after.tensors.remove(gone);
+        graph.constants.remove(gone);
+        graph.tensors.remove(gone);
     }
     Ok((
-        after,
+        graph,
         format!("merged {merged_nodes} duplicate nodes and {merged_constants} duplicate constants"),
     ))
 }
@@ -127,7 +122,7 @@ mod tests {
             .node("add", Op::Sum, &["f1", "s2", "f3"], "z", &[6])
             .node("sum", Op::Sum, &["ma", "mb", "l1", "l2"], "y", &[2, 3])
             .outputs(&["y", "z"]);
-        let (after, summary) = eliminate_common_subexpressions(&before).unwrap();
+        let (after, summary) = eliminate_common_subexpressions(before.clone()).unwrap();
         assert!(
             summary.contains("merged 4 duplicate nodes and 1 duplicate constants"),
             "{summary}"
@@ -153,7 +148,7 @@ mod tests {
             .node("r1", Op::Unary(UnaryOp::Relu), &["x"], "a", &[4])
             .node("r2", Op::Unary(UnaryOp::Relu), &["x"], "b", &[4])
             .outputs(&["a", "b"]);
-        let (after, _) = eliminate_common_subexpressions(&before).unwrap();
+        let (after, _) = eliminate_common_subexpressions(before.clone()).unwrap();
         assert_eq!(after.nodes.len(), 2);
         assert_same_outputs(&before, &after, 0.0);
     }

@@ -9,42 +9,29 @@ use crate::graph::ir::Graph;
 /// Removes the nodes whose outputs no graph output depends on, the
 /// constants no remaining node reads (unless they are graph outputs), and
 /// the types of tensors that no longer exist.
-pub(super) fn eliminate_dead_nodes(graph: &Graph) -> Result<(Graph, String), GraphError> {
-    let mut live: BTreeSet<&str> = graph.outputs.iter().map(String::as_str).collect();
-    let mut keep = vec![false; graph.nodes.len()];
-    for (i, node) in graph.nodes.iter().enumerate().rev() {
-        if node.outputs.iter().any(|o| live.contains(o.as_str())) {
-            keep[i] = true;
-            live.extend(node.inputs.iter().map(String::as_str));
+pub(super) fn eliminate_dead_nodes(mut graph: Graph) -> Result<(Graph, String), GraphError> {
+    let mut live: BTreeSet<String> = graph.outputs.iter().cloned().collect();
+    let nodes_before = graph.nodes.len();
+    let mut kept = Vec::with_capacity(nodes_before);
+    for node in std::mem::take(&mut graph.nodes).into_iter().rev() {
+        if node.outputs.iter().any(|o| live.contains(o)) {
+            live.extend(node.inputs.iter().cloned());
+            kept.push(node);
         }
     }
-    let mut after = graph.clone();
-    after.nodes = graph
-        .nodes
-        .iter()
-        .zip(&keep)
-        .filter(|(_, k)| **k)
-        .map(|(n, _)| n.clone())
-        .collect();
-    after
-        .constants
-        .retain(|name, _| live.contains(name.as_str()));
-    let mut exists: BTreeSet<&str> = graph.inputs.iter().map(String::as_str).collect();
-    exists.extend(after.constants.keys().map(String::as_str));
-    exists.extend(
-        after
-            .nodes
-            .iter()
-            .flat_map(|n| n.outputs.iter().map(String::as_str)),
-    );
-    exists.extend(graph.outputs.iter().map(String::as_str));
-    after
-        .tensors
-        .retain(|name, _| exists.contains(name.as_str()));
-    let nodes = graph.nodes.len() - after.nodes.len();
-    let constants = graph.constants.len() - after.constants.len();
+    kept.reverse();
+    graph.nodes = kept;
+    let constants_before = graph.constants.len();
+    graph.constants.retain(|name, _| live.contains(name));
+    let mut exists: BTreeSet<&String> = graph.inputs.iter().chain(&graph.outputs).collect();
+    exists.extend(graph.constants.keys());
+    exists.extend(graph.nodes.iter().flat_map(|n| &n.outputs));
+    let exists: BTreeSet<String> = exists.into_iter().cloned().collect();
+    graph.tensors.retain(|name, _| exists.contains(name));
+    let nodes = nodes_before - graph.nodes.len();
+    let constants = constants_before - graph.constants.len();
     Ok((
-        after,
+        graph,
         format!("removed {nodes} dead nodes and {constants} unread constants"),
     ))
 }
@@ -72,7 +59,7 @@ mod tests {
             )
             .node("out", Op::Unary(UnaryOp::Sigmoid), &["r"], "y", &[2, 3])
             .outputs(&["y"]);
-        let (after, summary) = eliminate_dead_nodes(&before).unwrap();
+        let (after, summary) = eliminate_dead_nodes(before.clone()).unwrap();
         let names: Vec<&str> = after.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["live", "out"]);
         assert!(after.constants.is_empty(), "{:?}", after.constants.keys());

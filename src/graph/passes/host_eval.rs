@@ -1,21 +1,47 @@
-//! Evaluating one node on host values through its lowered DAG and the te
-//! reference interpreter: what constant folding computes with, and the
-//! oracle the pass tests run whole small graphs on.
+//! Evaluating one node on host values through its lowered DAG, with the
+//! te reference interpreter (exact, slow: the oracle the pass tests run
+//! whole small graphs on) or JIT-compiled on the default schedule (what
+//! the executor would run: for large constant folds).
 
 use std::collections::BTreeMap;
 
+use crate::codegen::{self, CodegenOptions};
 use crate::graph::error::GraphError;
 use crate::graph::ir::{Graph, Node};
 use crate::graph::lower::{Lowered, lower_node};
-use crate::te::{HostTensor, evaluate};
+use crate::schedule::State;
+use crate::te::{ComputeDag, HostTensor, evaluate};
+
+/// How a node's DAG is evaluated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// The te reference interpreter.
+    Interpreter,
+    /// The DAG compiled on its default schedule and run.
+    Jit,
+}
+
+impl Engine {
+    fn run(self, dag: &ComputeDag, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
+        match self {
+            Engine::Interpreter => evaluate(dag, inputs).map_err(|e| e.to_string()),
+            Engine::Jit => {
+                let func = crate::tir::lower(&State::new(dag)).map_err(|e| e.to_string())?;
+                let kernel = codegen::compile(&func, &CodegenOptions::default())
+                    .map_err(|e| e.to_string())?;
+                kernel.run_host(inputs).map_err(|e| e.to_string())
+            }
+        }
+    }
+}
 
 /// `value`'s elements under `shape` (row-major, same count).
 fn reshaped(value: &HostTensor, shape: &[usize]) -> Result<HostTensor, String> {
     HostTensor::new(shape, value.data().clone()).map_err(|e| e.to_string())
 }
 
-/// The outputs of `node` of `graph`, given the values of its inputs in
-/// `values`, each under its graph output's shape.
+/// The outputs of `node` of `graph` computed by `engine`, given the values
+/// of its inputs in `values`, each under its graph output's shape.
 ///
 /// Errors: a missing input value ([`GraphError::Dangling`]), a node that
 /// does not lower, or an interpreter failure ([`GraphError::Kernel`]).
@@ -23,6 +49,7 @@ pub fn evaluate_node(
     graph: &Graph,
     node: &Node,
     values: &BTreeMap<String, HostTensor>,
+    engine: Engine,
 ) -> Result<Vec<HostTensor>, GraphError> {
     let value_of = |name: &String| {
         values.get(name).ok_or_else(|| GraphError::Dangling {
@@ -52,7 +79,7 @@ pub fn evaluate_node(
                 let shape: Vec<usize> = placeholder.shape().iter().map(|&d| d as usize).collect();
                 inputs.push(reshaped(value_of(name)?, &shape).map_err(failed)?);
             }
-            let outputs = evaluate(&kernel.dag, &inputs).map_err(|e| failed(e.to_string()))?;
+            let outputs = engine.run(&kernel.dag, &inputs).map_err(failed)?;
             outputs
                 .iter()
                 .zip(&kernel.outputs)
@@ -62,8 +89,8 @@ pub fn evaluate_node(
     }
 }
 
-/// The graph outputs of `graph` on `inputs`, every node evaluated on the
-/// host in order (constants taken from the graph).
+/// The graph outputs of `graph` on `inputs`, every node evaluated in order
+/// by the te reference interpreter (constants taken from the graph).
 pub fn evaluate_graph(
     graph: &Graph,
     inputs: &[(String, HostTensor)],
@@ -71,7 +98,7 @@ pub fn evaluate_graph(
     let mut values = graph.constants.clone();
     values.extend(inputs.iter().cloned());
     for node in &graph.nodes {
-        let outputs = evaluate_node(graph, node, &values)?;
+        let outputs = evaluate_node(graph, node, &values, Engine::Interpreter)?;
         values.extend(node.outputs.iter().cloned().zip(outputs));
     }
     graph

@@ -23,7 +23,7 @@ mod test_support;
 
 use std::fmt;
 
-pub use host_eval::{evaluate_graph, evaluate_node};
+pub use host_eval::{Engine, evaluate_graph, evaluate_node};
 pub use invariants::check_graph;
 
 use super::error::GraphError;
@@ -36,20 +36,26 @@ pub struct Pass {
     pub name: &'static str,
     /// What it does, in one line.
     pub description: &'static str,
-    rewrite: fn(&Graph) -> Result<(Graph, String), GraphError>,
+    rewrite: fn(Graph) -> Result<(Graph, String), GraphError>,
 }
 
 impl Pass {
     /// Runs the pass on `graph`: the rewritten graph and what changed.
     pub fn run(&self, graph: &Graph) -> Result<(Graph, PassReport), GraphError> {
+        self.apply(graph.clone())
+    }
+
+    /// [`Pass::run`] on a graph it may consume (no copy of the constants).
+    fn apply(&self, graph: Graph) -> Result<(Graph, PassReport), GraphError> {
+        let (nodes_before, constants_before) = (graph.nodes.len(), graph.constants.len());
         let (after, summary) = (self.rewrite)(graph)?;
         check_graph(&after)?;
         let report = PassReport {
             pass: self.name,
             summary,
-            nodes_before: graph.nodes.len(),
+            nodes_before,
             nodes_after: after.nodes.len(),
-            constants_before: graph.constants.len(),
+            constants_before,
             constants_after: after.constants.len(),
         };
         Ok((after, report))
@@ -124,7 +130,7 @@ pub fn run_passes(graph: &Graph) -> Result<(Graph, Vec<PassReport>), GraphError>
     let mut current = graph.clone();
     let mut reports = Vec::with_capacity(PASSES.len());
     for pass in PASSES {
-        let (next, report) = pass.run(&current)?;
+        let (next, report) = pass.apply(current)?;
         current = next;
         reports.push(report);
     }
