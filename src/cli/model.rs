@@ -13,6 +13,7 @@ use crate::deploy::Library;
 use crate::graph::bench::{ort_latency, time_model};
 use crate::graph::npy::{read_npy, write_npy};
 use crate::graph::onnx::ImportOptions;
+use crate::graph::passes::describe_passes;
 use crate::graph::printer::{describe, table};
 use crate::graph::{CompileOptions, CompiledModel, GraphError, Model, NodeSource};
 use crate::runtime;
@@ -53,6 +54,10 @@ enum ModelCommand {
         /// The shape of an input with dynamic dimensions (`NAME=1,3,224,224`).
         #[arg(long = "input-shape", value_name = "NAME=D0,D1,…")]
         input_shapes: Vec<String>,
+        /// List the graph passes in order with what each changed on this
+        /// model, then show the graph after them.
+        #[arg(long)]
+        passes: bool,
     },
     /// Time the whole model (median end-to-end latency after warm-up, and a
     /// per-node breakdown) next to ONNX Runtime on the same file.
@@ -104,10 +109,21 @@ pub(crate) fn model(args: &ModelArgs) -> Result<String, CliError> {
         ModelCommand::Show {
             model,
             input_shapes,
+            passes,
         } => {
             let options = import_options(input_shapes)?;
             let loaded = Model::load_with(model, &options)?;
-            Ok(describe(loaded.graph(), &model.display().to_string()))
+            let source = model.display().to_string();
+            if *passes {
+                let (optimized, reports) = loaded.optimized()?;
+                Ok(format!(
+                    "{}\n{}",
+                    describe_passes(&reports),
+                    describe(&optimized, &format!("{source}, after the passes"))
+                ))
+            } else {
+                Ok(describe(loaded.graph(), &source))
+            }
         }
         ModelCommand::Bench(bench) => model_bench(bench),
     }
@@ -173,6 +189,7 @@ fn compile(
         library: library.as_ref(),
         db: db.as_ref(),
         keep,
+        ..CompileOptions::default()
     })?)
 }
 

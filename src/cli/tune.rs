@@ -112,7 +112,9 @@ fn tune_model(
     let name = Path::new(path)
         .file_stem()
         .map_or_else(|| path.to_string(), |s| s.to_string_lossy().into_owned());
-    let tasks = crate::graph::tasks::model_tasks(model.graph(), &name)?;
+    // The tasks of the graph that compiles: after the graph passes.
+    let (graph, _) = model.optimized()?;
+    let tasks = crate::graph::tasks::model_tasks(&graph, &name)?;
     if tasks.suite.workloads.is_empty() {
         return Err(CliError::Usage(format!(
             "model {path} has no node that is a registry operator, so nothing to tune yet"

@@ -4,9 +4,11 @@
 //!
 //! ```text
 //! model.onnx ─► onnx::read (protobuf) ─► onnx::import (typed ops, shapes,
-//!               shape subgraphs folded) ─► Graph ─► lower (one DAG a node)
-//!               ─► memory::MemoryPlan (every node output at an offset in
-//!               one arena, from lifetimes; elementwise outputs in place)
+//!               shape subgraphs folded) ─► Graph ─► passes (constant and
+//!               BatchNormalization folding, CSE, dead nodes) ─► lower (one
+//!               DAG a node) ─► memory::MemoryPlan (every node output at an
+//!               offset in one arena, from lifetimes; elementwise outputs in
+//!               place)
 //!               ─► exec::CompiledModel (kernels from a Library or the
 //!               default schedule, over the arena) ─► run
 //! ```
@@ -22,6 +24,7 @@ pub mod lower;
 pub mod memory;
 pub mod npy;
 pub mod onnx;
+pub mod passes;
 pub mod printer;
 pub mod tasks;
 

@@ -17,6 +17,7 @@
 //! | `dense_bias_relu` | `M,N,K` | `data, weight, bias[N]` | `max(dense + bias[n], 0)` |
 //! | `conv1d` | `N,C,L,K,R,stride,pad,dilation` | `data[N,C,L], weight[K,C,R]` | `out[n,k,x] = Σc,r data[n,c,x·stride+r·dilation−pad]·weight[k,c,r]` |
 //! | `conv2d` | `N,C,H,W,K,R,S,stride,pad,dilation` | `data[N,C,H,W], weight[K,C,R,S]` | `out[n,k,y,x] = Σc,r,s data[n,c,y·st+r·dil−pad, x·st+s·dil−pad]·weight[k,c,r,s]` |
+//! | `conv2d_bias` | `as conv2d` | `data[N,C,H,W], weight[K,C,R,S], bias[K]` | `conv2d + bias[k]` |
 //! | `conv2d_nhwc` | `as conv2d` | `data[N,H,W,C], weight[R,S,C,K]` | `out[n,y,x,k] = Σr,s,c data[n,y·st+r·dil−pad, x·st+s·dil−pad, c]·weight[r,s,c,k]` |
 //! | `group_conv2d` | `as conv2d + groups` | `data[N,C,H,W], weight[K,C/groups,R,S]` | `out[n,k,y,x] = Σc′,r,s data[n, g·(C/groups)+c′, …]·weight[k,c′,r,s], g = k / (K/groups)` |
 //! | `depthwise_conv2d` | `N,C,H,W,R,S,stride,pad,dilation` | `data[N,C,H,W], weight[C,R,S]` | `out[n,c,y,x] = Σr,s data[n,c,y·st+r·dil−pad, x·st+s·dil−pad]·weight[c,r,s]` |

@@ -56,6 +56,14 @@ pub(crate) const CONV2D: OpSpec = OpSpec {
     build: build_conv2d,
 };
 
+pub(crate) const CONV2D_BIAS: OpSpec = OpSpec {
+    name: "conv2d_bias",
+    description: "2-D convolution with a bias per output channel, NCHW: data[N,C,H,W] * weight[K,C,R,S] + bias[K] -> out[N,K,OH,OW]",
+    params: CONV2D_PARAMS,
+    origin: super::registry::Origin::BuiltIn,
+    build: build_conv2d_bias,
+};
+
 pub(crate) const CONV2D_NHWC: OpSpec = OpSpec {
     name: "conv2d_nhwc",
     description: "2-D convolution, NHWC: data[N,H,W,C] * weight[R,S,C,K] -> out[N,OH,OW,K]",
@@ -184,13 +192,26 @@ fn build_conv1d(p: &ShapeParams) -> Result<ComputeDag, OpError> {
 }
 
 fn build_conv2d(p: &ShapeParams) -> Result<ComputeDag, OpError> {
+    let (data, weight, out) = conv2d_nchw("conv2d", p)?;
+    ComputeDag::new(&[data, weight], &[out]).map_err(dag_error("conv2d"))
+}
+
+fn build_conv2d_bias(p: &ShapeParams) -> Result<ComputeDag, OpError> {
+    let (data, weight, conv) = conv2d_nchw("conv2d_bias", p)?;
+    let bias = placeholder("bias", &[p.get("K")], DType::F32);
+    let shape = conv.shape().to_vec();
+    let out = compute("conv2d_bias", &shape, |ix| {
+        conv.at(ix.to_vec()) + bias.at([&ix[1]])
+    });
+    ComputeDag::new(&[data, weight, bias], &[out]).map_err(dag_error("conv2d_bias"))
+}
+
+/// The placeholders and the convolution stage of an NCHW 2-D convolution.
+fn conv2d_nchw(op: &str, p: &ShapeParams) -> Result<(Tensor, Tensor, Tensor), OpError> {
     let (n, c, h, w) = (p.get("N"), p.get("C"), p.get("H"), p.get("W"));
     let (k, r, s) = (p.get("K"), p.get("R"), p.get("S"));
     let (st, pd, dil) = (p.get("stride"), p.get("pad"), p.get("dilation"));
-    let (oh, ow) = (
-        out_extent("conv2d", p, "H", "R")?,
-        out_extent("conv2d", p, "W", "S")?,
-    );
+    let (oh, ow) = (out_extent(op, p, "H", "R")?, out_extent(op, p, "W", "S")?);
     let data = placeholder("data", &[n, c, h, w], DType::F32);
     let weight = placeholder("weight", &[k, c, r, s], DType::F32);
     let padded = pad_dims(&data, &[2, 3], pd, 0.0);
@@ -210,7 +231,7 @@ fn build_conv2d(p: &ShapeParams) -> Result<ComputeDag, OpError> {
             [&rc, &rr, &rs],
         )
     });
-    ComputeDag::new(&[data, weight], &[out]).map_err(dag_error("conv2d"))
+    Ok((data, weight, out))
 }
 
 /// The NHWC convolution stage over `data[N,H,W,C]` and `weight[R,S,C,K]`.

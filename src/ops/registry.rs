@@ -141,6 +141,7 @@ static REGISTRY: &[OpSpec] = &[
     linalg::DENSE_BIAS_RELU,
     nn_conv::CONV1D,
     nn_conv::CONV2D,
+    nn_conv::CONV2D_BIAS,
     nn_conv::CONV2D_NHWC,
     nn_conv::GROUP_CONV2D,
     nn_conv::DEPTHWISE_CONV2D,

@@ -208,6 +208,22 @@ pub fn small_cases() -> Vec<(&'static str, Vec<(&'static str, i64)>)> {
             "transpose_batch_matmul",
             vec![("B", 1), ("L", 5), ("H", 2), ("D", 3)],
         ),
+        // Last, so that the random-schedule seeds of the ops above stay as they were.
+        (
+            "conv2d_bias",
+            vec![
+                ("N", 1),
+                ("C", 3),
+                ("H", 6),
+                ("W", 7),
+                ("K", 5),
+                ("R", 3),
+                ("S", 3),
+                ("stride", 2),
+                ("pad", 1),
+                ("dilation", 1),
+            ],
+        ),
     ]
 }
 

@@ -27,6 +27,7 @@ mod kernel_api;
 mod measure_isolation;
 mod onnx_import;
 mod onnx_memory_plan;
+mod onnx_passes;
 mod onnx_vs_ort;
 mod ops_reference;
 mod ort_harness;

@@ -450,9 +450,12 @@ fn tuning_a_model_tunes_its_registry_tasks_and_run_uses_them() {
     let dir = Scratch::new("onnx-import-tune-model");
     let mut m = one_matmul();
     if let Some(g) = m.graph.as_mut() {
-        // Two MatMuls of one workload (one task, weight 2) and a Relu.
+        // Two MatMuls of one workload (one task, weight 2; their weights
+        // differ, or the passes merge them) and a Relu.
         g.node
-            .push(node("MatMul", "mm2", &["x", "w"], &["y2"], vec![]));
+            .push(node("MatMul", "mm2", &["x", "w2"], &["y2"], vec![]));
+        let w2 = crate::common::onnx_models::ramp(128, 11);
+        g.initializer.push(floats("w2", &[16, 8], w2));
         g.node
             .push(node("Add", "sum", &["y", "y2"], &["s"], vec![]));
         g.node.push(node("Relu", "act", &["s"], &["z"], vec![]));

@@ -173,6 +173,7 @@ fn reference(name: &str) -> Option<fn()> {
         "dense_bias_relu" => check_dense_bias_relu,
         "conv1d" => check_conv1d,
         "conv2d" => check_conv2d,
+        "conv2d_bias" => check_conv2d_bias,
         "conv2d_nhwc" => check_conv2d_nhwc,
         "group_conv2d" => check_group_conv2d,
         "depthwise_conv2d" => check_depthwise_conv2d,
@@ -204,6 +205,7 @@ const REFERENCED: &[&str] = &[
     "dense_bias_relu",
     "conv1d",
     "conv2d",
+    "conv2d_bias",
     "conv2d_nhwc",
     "group_conv2d",
     "depthwise_conv2d",
@@ -469,16 +471,26 @@ const CONV2D_CASES: [[usize; 10]; 6] = [
 ];
 
 fn check_conv2d() {
+    check_conv2d_with(false);
+}
+
+fn check_conv2d_bias() {
+    check_conv2d_with(true);
+}
+
+/// conv2d, or conv2d_bias (`+ bias[k]`), on every case.
+fn check_conv2d_with(with_bias: bool) {
     for (case, &[n, c, h, w, k, r, s, st, pad, dil]) in CONV2D_CASES.iter().enumerate() {
         let params = named(&CONV2D_NAMES, &[n, c, h, w, k, r, s, st, pad, dil]);
         let dshape = [n, c, h, w];
         let wshape = [k, c, r, s];
-        let ran = run(
-            "conv2d",
-            &params,
-            &[&dshape, &wshape],
-            1100 + 10 * case as u64,
-        );
+        let bshape = [k];
+        let (op, shapes): (&str, Vec<&[usize]>) = if with_bias {
+            ("conv2d_bias", vec![&dshape, &wshape, &bshape])
+        } else {
+            ("conv2d", vec![&dshape, &wshape])
+        };
+        let ran = run(op, &params, &shapes, 1100 + 10 * case as u64);
         let (data, weight) = (&ran.inputs[0], &ran.inputs[1]);
         let (oh, ow) = (out_dim(h, r, st, pad, dil), out_dim(w, s, st, pad, dil));
         let oshape = [n, k, oh, ow];
@@ -502,7 +514,8 @@ fn check_conv2d() {
                                 }
                             }
                         }
-                        want[flat(&oshape, &[b, kk, y, x])] = acc;
+                        let bias = if with_bias { ran.inputs[2][kk] } else { 0.0 };
+                        want[flat(&oshape, &[b, kk, y, x])] = acc + bias;
                     }
                 }
             }

@@ -18,8 +18,7 @@ use crate::schedule::State;
 
 use super::run::{CompiledModel, CompiledNode, Slots};
 
-/// Where the schedules come from.
-#[derive(Default)]
+/// Where the schedules come from, and whether the graph passes run.
 pub struct CompileOptions<'a> {
     /// A deployed library (`schedules/`): its artifact of a node's workload
     /// is used when this device has one.
@@ -31,6 +30,20 @@ pub struct CompileOptions<'a> {
     /// with [`CompiledModel::tensor`] like the graph outputs (the memory
     /// plan reuses every other intermediate's bytes after its last reader).
     pub keep: Vec<String>,
+    /// Run the graph passes ([`crate::graph::passes::PASSES`]) before
+    /// lowering (default: on).
+    pub passes: bool,
+}
+
+impl Default for CompileOptions<'_> {
+    fn default() -> Self {
+        CompileOptions {
+            library: None,
+            db: None,
+            keep: Vec::new(),
+            passes: true,
+        }
+    }
 }
 
 /// Which schedule a node runs.

@@ -1,9 +1,9 @@
 //! Running a whole model: [`Model::load`] imports it, [`Model::compile`]
-//! lowers every node and compiles its kernel (the tuned schedule from a
-//! deployed library or the tuning cache when there is one, the default
-//! schedule otherwise, saying which per node), and
-//! [`CompiledModel::run`] executes the nodes in order over the constants,
-//! the inputs and one arena laid out by the
+//! runs the graph passes ([`Model::optimized`]), lowers every node and
+//! compiles its kernel (the tuned schedule from a deployed library or the
+//! tuning cache when there is one, the default schedule otherwise, saying
+//! which per node), and [`CompiledModel::run`] executes the nodes in order
+//! over the constants, the inputs and one arena laid out by the
 //! [`MemoryPlan`](crate::graph::memory::MemoryPlan).
 
 mod compile;
@@ -17,6 +17,7 @@ pub use run::{CompiledModel, NodeTiming};
 use super::error::GraphError;
 use super::ir::Graph;
 use super::onnx::{ImportOptions, import};
+use super::passes::{PassReport, run_passes};
 use crate::te::{DType, HostTensor};
 
 /// An imported model.
@@ -61,9 +62,34 @@ impl Model {
         &self.path
     }
 
-    /// Lowers and compiles every node.
+    /// The graph after the graph passes, and what each pass changed.
+    pub fn optimized(&self) -> Result<(Graph, Vec<PassReport>), GraphError> {
+        run_passes(&self.graph)
+    }
+
+    /// Runs the graph passes (unless `options.passes` is off), then lowers
+    /// and compiles every node.
     pub fn compile(&self, options: &CompileOptions) -> Result<CompiledModel, GraphError> {
-        compile::compile(&self.graph, options)
+        if !options.passes {
+            return compile::compile(&self.graph, options);
+        }
+        if options.keep.is_empty() {
+            let (optimized, _) = self.optimized()?;
+            return compile::compile(&optimized, options);
+        }
+        // Tensors to keep are outputs while the passes run, so that no pass
+        // removes, merges or folds them away.
+        let mut graph = self.graph.clone();
+        let added: Vec<String> = options
+            .keep
+            .iter()
+            .filter(|k| graph.tensors.contains_key(*k) && !graph.outputs.contains(k))
+            .cloned()
+            .collect();
+        graph.outputs.extend(added.iter().cloned());
+        let (mut optimized, _) = run_passes(&graph)?;
+        optimized.outputs.retain(|o| !added.contains(o));
+        compile::compile(&optimized, options)
     }
 }
 

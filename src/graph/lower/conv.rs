@@ -27,11 +27,29 @@ pub(super) fn conv(mut b: KernelBuilder<'_>, a: &ConvAttrs) -> Result<Lowered, G
     let g = geometry(&b, a)?;
     let has_bias = b.has_input(2);
     let uniform = |v: &[i64]| v.windows(2).all(|w| w[0] == w[1]);
-    let registry_fits = !has_bias
-        && a.pads_begin == a.pads_end
+    let symmetric = a.pads_begin == a.pads_end
         && uniform(&a.strides)
         && uniform(&a.pads_begin)
         && uniform(&a.dilations);
+    // The common ONNX convolution: 2-D, one group, a bias tensor per channel.
+    if let ([h, w], [r, s], 1, true, true) = (
+        g.input.as_slice(),
+        g.kernel.as_slice(),
+        g.group,
+        symmetric,
+        has_bias && b.scalar_constant(2)?.is_none() && b.input_shape(2)? == [g.k],
+    ) {
+        let p = [("N", g.n), ("C", g.c), ("H", *h), ("W", *w), ("K", g.k)];
+        let q = [
+            ("R", *r),
+            ("S", *s),
+            ("stride", a.strides[0] as usize),
+            ("pad", a.pads_begin[0] as usize),
+            ("dilation", a.dilations[0] as usize),
+        ];
+        return b.registry("conv2d_bias", &[&p[..], &q].concat(), &[0, 1, 2]);
+    }
+    let registry_fits = !has_bias && symmetric;
     if registry_fits {
         let (st, pd, dil) = (
             a.strides[0] as usize,
@@ -391,18 +409,32 @@ mod tests {
             out: &[1, 3, 5],
         };
         assert_eq!(check(&one_d, false).map(|r| r.0), Some("conv1d".into()));
+        let biased = Conv {
+            x: &[1, 3, 5, 5],
+            w: &[2, 3, 3, 3],
+            bias: true,
+            attrs: attrs(&[3, 3], &[1, 1], &[1, 1], &[1, 1], &[1, 1], 1),
+            out: &[1, 2, 5, 5],
+        };
+        assert_eq!(
+            check(&biased, true),
+            Some((
+                "conv2d_bias".into(),
+                "N=1,C=3,H=5,W=5,K=2,R=3,S=3,stride=1,pad=1,dilation=1".into()
+            ))
+        );
     }
 
     #[test]
     fn other_convolutions_are_built_with_te() {
         let cases = [
-            // Bias.
+            // Bias and unequal strides.
             Conv {
                 x: &[1, 3, 5, 5],
                 w: &[2, 3, 3, 3],
                 bias: true,
-                attrs: attrs(&[3, 3], &[1, 1], &[1, 1], &[1, 1], &[1, 1], 1),
-                out: &[1, 2, 5, 5],
+                attrs: attrs(&[3, 3], &[1, 2], &[1, 1], &[1, 1], &[1, 1], 1),
+                out: &[1, 2, 5, 3],
             },
             // Asymmetric pads, unequal strides.
             Conv {
