@@ -17,7 +17,7 @@ use tessera::tir;
 /// an implicit GEMM over a padded input). The others (grouped, depthwise
 /// and transposed convolutions, pooling, normalisation, elementwise) have
 /// no m axis A reads and B does not, or a strided B.
-const ELIGIBLE: [&str; 13] = [
+const ELIGIBLE: [&str; 14] = [
     "matmul",
     "matmul_nt",
     "batch_matmul",
@@ -26,6 +26,7 @@ const ELIGIBLE: [&str; 13] = [
     "dense_bias_relu",
     "conv1d",
     "conv2d",
+    "conv2d_bias",
     "conv2d_nhwc",
     "conv3d",
     "conv2d_capsule",
