@@ -64,7 +64,7 @@ impl Model {
 
     /// The graph after the graph passes, and what each pass changed.
     pub fn optimized(&self) -> Result<(Graph, Vec<PassReport>), GraphError> {
-        run_passes(&self.graph)
+        run_passes(self.graph.clone())
     }
 
     /// Runs the graph passes (unless `options.passes` is off), then lowers
@@ -87,7 +87,7 @@ impl Model {
             .cloned()
             .collect();
         graph.outputs.extend(added.iter().cloned());
-        let (mut optimized, _) = run_passes(&graph)?;
+        let (mut optimized, _) = run_passes(graph)?;
         optimized.outputs.retain(|o| !added.contains(o));
         compile::compile(&optimized, options)
     }

@@ -249,18 +249,21 @@ impl CompiledNode {
     }
 
     /// Runs the node's kernel on the slots.
-    fn call(&self, slots: &mut Slots) {
+    /// Runs the node's kernel; `pointers` is scratch space reused across
+    /// calls, so that running a model allocates nothing.
+    fn call(&self, slots: &mut Slots, pointers: &mut Vec<*mut u8>) {
         let Some(kernel) = &self.kernel else {
             return;
         };
-        let pointers: Vec<*mut u8> = self.args.iter().map(|&slot| slots.pointer(slot)).collect();
+        pointers.clear();
+        pointers.extend(self.args.iter().map(|&slot| slots.pointer(slot)));
         // SAFETY: every slot was checked at compile time to hold exactly
         // the elements and dtype of its parameter, inside its buffer or the
         // arena; buffers never shrink. An output shares bytes with an input
         // of the same call only where the memory plan made it overwrite that
         // input, which it does only when the kernel reads each input element
         // at the index of the output element it writes.
-        unsafe { kernel.call_raw(&pointers) };
+        unsafe { kernel.call_raw(pointers) };
     }
 }
 
@@ -286,6 +289,8 @@ pub struct CompiledModel {
     graph: Graph,
     nodes: Vec<CompiledNode>,
     slots: Slots,
+    /// Scratch for a kernel call's argument pointers.
+    pointers: Vec<*mut u8>,
 }
 
 impl CompiledModel {
@@ -306,6 +311,7 @@ impl CompiledModel {
             graph,
             nodes,
             slots,
+            pointers: Vec::new(),
         })
     }
 
@@ -353,7 +359,7 @@ impl CompiledModel {
     /// Runs every node once on the inputs last set.
     pub fn execute(&mut self) {
         for node in &self.nodes {
-            node.call(&mut self.slots);
+            node.call(&mut self.slots, &mut self.pointers);
         }
     }
 
@@ -409,7 +415,7 @@ impl CompiledModel {
         for _ in 0..runs.max(1) {
             for (i, node) in self.nodes.iter().enumerate() {
                 let start = Instant::now();
-                node.call(&mut self.slots);
+                node.call(&mut self.slots, &mut self.pointers);
                 samples[i].push(start.elapsed());
             }
         }

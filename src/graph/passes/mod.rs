@@ -126,8 +126,8 @@ pub const PASSES: &[Pass] = &[
 
 /// Runs every pass of [`PASSES`] in order on `graph`: the graph after them
 /// and one report a pass.
-pub fn run_passes(graph: &Graph) -> Result<(Graph, Vec<PassReport>), GraphError> {
-    let mut current = graph.clone();
+pub fn run_passes(graph: Graph) -> Result<(Graph, Vec<PassReport>), GraphError> {
+    let mut current = graph;
     let mut reports = Vec::with_capacity(PASSES.len());
     for pass in PASSES {
         let (next, report) = pass.apply(current)?;
@@ -204,7 +204,7 @@ mod tests {
                 &[1, 3, 5, 5],
             )
             .outputs(&["y"]);
-        let (after, reports) = run_passes(&before).unwrap();
+        let (after, reports) = run_passes(before.clone()).unwrap();
         let names: Vec<&str> = reports.iter().map(|r| r.pass).collect();
         let listed: Vec<&str> = PASSES.iter().map(|p| p.name).collect();
         assert_eq!(names, listed);
