@@ -14,7 +14,7 @@ use crate::graph::bench::{ort_latency, time_model};
 use crate::graph::npy::{read_npy, write_npy};
 use crate::graph::onnx::ImportOptions;
 use crate::graph::passes::describe_passes;
-use crate::graph::printer::{describe, table};
+use crate::graph::printer::{describe, describe_fusion, table};
 use crate::graph::{CompileOptions, CompiledModel, GraphError, Model, NodeSource};
 use crate::runtime;
 use crate::te::{DType, HostTensor};
@@ -55,7 +55,8 @@ enum ModelCommand {
         #[arg(long = "input-shape", value_name = "NAME=D0,D1,…")]
         input_shapes: Vec<String>,
         /// List the graph passes in order with what each changed on this
-        /// model, then show the graph after them.
+        /// model, show the graph after them, then the fusion rules and the
+        /// fused groups (the kernels and tasks the model runs as).
         #[arg(long)]
         passes: bool,
     },
@@ -117,9 +118,10 @@ pub(crate) fn model(args: &ModelArgs) -> Result<String, CliError> {
             if *passes {
                 let (optimized, reports) = loaded.optimized()?;
                 Ok(format!(
-                    "{}\n{}",
+                    "{}\n{}\n{}",
                     describe_passes(&reports),
-                    describe(&optimized, &format!("{source}, after the passes"))
+                    describe(&optimized, &format!("{source}, after the passes")),
+                    describe_fusion(&optimized)
                 ))
             } else {
                 Ok(describe(loaded.graph(), &source))

@@ -19,6 +19,7 @@
 pub mod bench;
 mod error;
 pub mod exec;
+pub mod fusion;
 pub mod ir;
 pub mod lower;
 pub mod memory;

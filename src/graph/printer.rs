@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::fusion::{FUSION_RULES, fuse};
 use super::ir::Graph;
 use super::lower::{Lowered, lower_node};
 use super::memory::MemoryPlan;
@@ -117,6 +118,65 @@ pub fn describe(graph: &Graph, source: &str) -> String {
         &["#", "node", "op", "shapes", "GFLOP", "becomes"],
         &rows,
     ));
+    out
+}
+
+/// The fusion rules in order, the kernels `graph` runs as after fusion
+/// (each fused group with its members and the task it becomes), and the
+/// memory plan of the fused graph.
+pub fn describe_fusion(graph: &Graph) -> String {
+    let mut out =
+        String::from("fusion rules, asked in order for each node that could join a group:\n");
+    for (i, rule) in FUSION_RULES.iter().enumerate() {
+        let _ = writeln!(out, "  {}. {:<28} {}", i + 1, rule.name(), rule.summary());
+    }
+    let fused = match fuse(graph, &[]) {
+        Ok(fused) => fused,
+        Err(e) => {
+            let _ = writeln!(out, "not fused: {e}");
+            return out;
+        }
+    };
+    let kernels = fused
+        .lowered
+        .iter()
+        .filter(|l| matches!(l, Lowered::Kernel(_)))
+        .count();
+    let spliced = fused
+        .groups
+        .iter()
+        .filter(|g| g.not_spliced.is_none())
+        .count();
+    let _ = writeln!(
+        out,
+        "kernels:   {kernels} after fusion ({} nodes; {spliced} fused groups)",
+        graph.nodes.len()
+    );
+    let memory = match MemoryPlan::new(&fused.graph, &fused.lowered, &[]) {
+        Ok(plan) => plan.to_string(),
+        Err(e) => format!("not planned ({e})"),
+    };
+    let _ = writeln!(out, "memory:    {memory}\n");
+    let mut rows = Vec::new();
+    for group in &fused.groups {
+        let task = fused
+            .graph
+            .nodes
+            .iter()
+            .zip(&fused.lowered)
+            .find(|(n, _)| n.name == group.name)
+            .and_then(|(_, l)| match l {
+                Lowered::Kernel(k) => Some(k.dag.workload_key().to_string()),
+                Lowered::Alias => None,
+            })
+            .unwrap_or_default();
+        let task = match &group.not_spliced {
+            Some(why) => format!("not spliced: {why}"),
+            None => task,
+        };
+        rows.push(vec![group.name.clone(), group.members.join(", "), task]);
+    }
+    out.push_str(&table(&["group", "nodes", "task"], &rows));
     out
 }
 

@@ -300,13 +300,16 @@ fn the_bert_layer_and_the_mobilenet_block_match_onnx_runtime() {
             .expect("intermediates"),
     );
     assert!(bound > 0 && bound <= arena && arena < all, "{report}");
-    // One entry per node of the graph that runs: the one after the passes.
+    // One entry per node of the graph that runs: the one after the passes,
+    // fused.
     let nodes = report["nodes"].as_array().expect("nodes");
     let (optimized, _) = Model::load(&model)
         .expect("loads")
         .optimized()
         .expect("the passes run");
-    assert_eq!(nodes.len(), optimized.nodes.len());
+    let fused = tessera::graph::fusion::fuse(&optimized, &[]).expect("fuses");
+    assert_eq!(nodes.len(), fused.graph.nodes.len());
+    assert!(fused.graph.nodes.len() < optimized.nodes.len());
     assert!(
         nodes
             .iter()

@@ -1,5 +1,5 @@
-//! Compiling a graph: every node lowered, every distinct workload compiled
-//! once, with the schedule it gets and why.
+//! Compiling a graph: nodes fused into groups and lowered, every distinct
+//! workload compiled once, with the schedule it gets and why.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -9,6 +9,7 @@ use crate::codegen::{self, CodegenOptions, Kernel};
 use crate::db::{Lookup, TuningDb};
 use crate::deploy::{KernelSource, Library};
 use crate::graph::error::GraphError;
+use crate::graph::fusion::fuse;
 use crate::graph::ir::{Graph, Node};
 use crate::graph::lower::{Lowered, NodeKernel, lower_node};
 use crate::graph::memory::MemoryPlan;
@@ -33,6 +34,9 @@ pub struct CompileOptions<'a> {
     /// Run the graph passes ([`crate::graph::passes::PASSES`]) before
     /// lowering (default: on).
     pub passes: bool,
+    /// Fuse nodes into groups, one kernel each ([`crate::graph::fusion`];
+    /// default: on). Off, every node is its own kernel.
+    pub fuse: bool,
 }
 
 impl Default for CompileOptions<'_> {
@@ -42,6 +46,7 @@ impl Default for CompileOptions<'_> {
             db: None,
             keep: Vec::new(),
             passes: true,
+            fuse: true,
         }
     }
 }
@@ -86,11 +91,18 @@ pub(super) fn compile(
     let codegen_options = options.library.map_or_else(CodegenOptions::default, |l| {
         CodegenOptions::for_target(*l.target())
     });
-    let lowered = graph
-        .nodes
-        .iter()
-        .map(|node| lower_node(graph, node))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (fused, lowered) = if options.fuse {
+        let fused = fuse(graph, &options.keep)?;
+        (fused.graph, fused.lowered)
+    } else {
+        let lowered = graph
+            .nodes
+            .iter()
+            .map(|node| lower_node(graph, node))
+            .collect::<Result<Vec<_>, _>>()?;
+        (graph.clone(), lowered)
+    };
+    let graph = &fused;
     let plan = MemoryPlan::new(graph, &lowered, &options.keep)?;
     let mut slots = Slots::new(graph, plan)?;
     let mut compiled: HashMap<String, (Rc<Kernel>, NodeSource)> = HashMap::new();

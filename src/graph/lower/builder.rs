@@ -71,6 +71,9 @@ pub(super) struct KernelBuilder<'a> {
     pub(super) node: &'a Node,
     placeholders: Vec<Tensor>,
     tensors: Vec<String>,
+    /// Whether an elementwise node may become a 2-D registry op (`relu`,
+    /// `gelu` over `[rows, last axis]`); fusion needs the graph's shape.
+    pub(super) registry_elementwise: bool,
 }
 
 impl<'a> KernelBuilder<'a> {
@@ -81,6 +84,7 @@ impl<'a> KernelBuilder<'a> {
             node,
             placeholders: Vec::new(),
             tensors: Vec::new(),
+            registry_elementwise: true,
         }
     }
 

@@ -20,6 +20,7 @@ fn map_unary(
 ) -> Result<Lowered, GraphError> {
     let out = b.output_shape()?;
     if let (Some(op), Some((&n, rows))) = (registry, out.split_last())
+        && b.registry_elementwise
         && b.input_shape(0)? == out
         && b.scalar_constant(0)?.is_none()
     {

@@ -61,7 +61,20 @@ pub enum Lowered {
 /// that contradict the operator, [`GraphError::Lower`] when the tensor
 /// expression cannot be built.
 pub fn lower_node(graph: &Graph, node: &Node) -> Result<Lowered, GraphError> {
-    let b = KernelBuilder::new(graph, node);
+    lower_with(KernelBuilder::new(graph, node))
+}
+
+/// Lowers `node` like [`lower_node`], except that elementwise nodes are
+/// computed over the graph's shape of their output, never as a 2-D registry
+/// operator: what a fused group needs to read them at the producer's index.
+pub fn lower_node_at_graph_shape(graph: &Graph, node: &Node) -> Result<Lowered, GraphError> {
+    let mut b = KernelBuilder::new(graph, node);
+    b.registry_elementwise = false;
+    lower_with(b)
+}
+
+fn lower_with(b: KernelBuilder<'_>) -> Result<Lowered, GraphError> {
+    let node = b.node;
     match &node.op {
         Op::Reshape => Ok(Lowered::Alias),
         Op::Conv(attrs) => conv::conv(b, attrs),

@@ -295,7 +295,12 @@ fn an_intermediate_is_readable_only_when_kept() {
     }
     let model = crate::graph::Model::from_graph(g);
     let inputs = vec![("x".to_string(), HostTensor::random(&A, DType::F32, 3))];
-    let mut compiled = model.compile(&CompileOptions::default()).expect("compiles");
+    // Unfused, so that r and s are buffers at all.
+    let unfused = CompileOptions {
+        fuse: false,
+        ..CompileOptions::default()
+    };
+    let mut compiled = model.compile(&unfused).expect("compiles");
     // r → s → y all overwrite one buffer.
     assert_eq!(compiled.memory_plan().in_place.len(), 2);
     compiled.run(&inputs).expect("runs");
@@ -304,7 +309,7 @@ fn an_intermediate_is_readable_only_when_kept() {
     let mut kept = model
         .compile(&CompileOptions {
             keep: vec!["r".into()],
-            ..CompileOptions::default()
+            ..unfused
         })
         .expect("compiles");
     assert_eq!(kept.memory_plan().in_place.len(), 1);

@@ -51,6 +51,18 @@ pub fn evaluate_node(
     values: &BTreeMap<String, HostTensor>,
     engine: Engine,
 ) -> Result<Vec<HostTensor>, GraphError> {
+    evaluate_lowered(graph, node, &lower_node(graph, node)?, values, engine)
+}
+
+/// Like [`evaluate_node`], with the node already lowered as `lowered` (a
+/// fused group's node: see [`crate::graph::fusion`]).
+pub fn evaluate_lowered(
+    graph: &Graph,
+    node: &Node,
+    lowered: &Lowered,
+    values: &BTreeMap<String, HostTensor>,
+    engine: Engine,
+) -> Result<Vec<HostTensor>, GraphError> {
     let value_of = |name: &String| {
         values.get(name).ok_or_else(|| GraphError::Dangling {
             node: node.name.clone(),
@@ -62,7 +74,7 @@ pub fn evaluate_node(
         op_type: node.op.name().to_string(),
         reason,
     };
-    match lower_node(graph, node)? {
+    match lowered {
         Lowered::Alias => {
             let (Some(input), Some(output)) = (node.inputs.first(), node.outputs.first()) else {
                 return Err(GraphError::bad_node(

@@ -19,11 +19,11 @@ mod host_eval;
 mod invariants;
 
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 use std::fmt;
 
-pub use host_eval::{Engine, evaluate_graph, evaluate_node};
+pub use host_eval::{Engine, evaluate_graph, evaluate_lowered, evaluate_node};
 pub use invariants::check_graph;
 
 use super::error::GraphError;

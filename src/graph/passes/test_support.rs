@@ -8,7 +8,7 @@ use crate::te::{DType, HostTensor};
 use super::host_eval::evaluate_graph;
 
 /// A graph under construction.
-pub(super) struct Builder {
+pub(crate) struct Builder {
     pub graph: Graph,
     seed: u64,
 }
@@ -87,7 +87,7 @@ impl Builder {
 }
 
 /// A 3×3 convolution, stride 1, pad 1.
-pub(super) fn conv3x3() -> Op {
+pub(crate) fn conv3x3() -> Op {
     Op::Conv(ConvAttrs {
         kernel: vec![3, 3],
         strides: vec![1, 1],
@@ -99,7 +99,7 @@ pub(super) fn conv3x3() -> Op {
 }
 
 /// How many nodes of `graph` have op type `op_type`.
-pub(super) fn count(graph: &Graph, op_type: &str) -> usize {
+pub(crate) fn count(graph: &Graph, op_type: &str) -> usize {
     graph
         .nodes
         .iter()
@@ -108,7 +108,7 @@ pub(super) fn count(graph: &Graph, op_type: &str) -> usize {
 }
 
 /// Random values for every graph input.
-pub(super) fn random_inputs(graph: &Graph) -> Vec<(String, HostTensor)> {
+pub(crate) fn random_inputs(graph: &Graph) -> Vec<(String, HostTensor)> {
     graph
         .inputs
         .iter()
@@ -122,7 +122,7 @@ pub(super) fn random_inputs(graph: &Graph) -> Vec<(String, HostTensor)> {
 
 /// Asserts `after` computes `before`'s outputs (same names, same shapes)
 /// on random inputs, within `rel` relative to the larger of 1 and the value.
-pub(super) fn assert_same_outputs(before: &Graph, after: &Graph, rel: f64) {
+pub(crate) fn assert_same_outputs(before: &Graph, after: &Graph, rel: f64) {
     let inputs = random_inputs(before);
     let want = evaluate_graph(before, &inputs).expect("the original evaluates");
     let got = evaluate_graph(after, &inputs).expect("the rewritten graph evaluates");
