@@ -88,7 +88,12 @@ fn squeezenet_computes_the_same_with_the_memory_plan_as_without() {
             (name.clone(), value)
         })
         .collect();
-    let mut planned = model.compile(&CompileOptions::default()).expect("compiles");
+    // Unfused, so that the ReLUs are nodes of their own that can run in place.
+    let unfused = CompileOptions {
+        fuse: false,
+        ..CompileOptions::default()
+    };
+    let mut planned = model.compile(&unfused).expect("compiles");
     let plan = planned.memory_plan().clone();
     eprintln!("squeezenet: {plan}");
     assert!(!plan.in_place.is_empty(), "squeezenet's ReLUs run in place");
@@ -110,6 +115,12 @@ fn squeezenet_computes_the_same_with_the_memory_plan_as_without() {
         assert!(w.iter().all(|v| v.is_finite()), "{name}: not finite");
         assert_eq!(w, g, "{name} differs with the memory plan");
     }
+    // Fused (the default), planned over the groups: the same values.
+    let mut fused = model.compile(&CompileOptions::default()).expect("compiles");
+    assert!(fused.memory_plan().arena_bytes <= plan.arena_bytes);
+    for ((name, w), (_, f)) in want.iter().zip(&fused.run(&inputs).expect("runs")) {
+        assert_eq!(w.as_f32(), f.as_f32(), "{name} differs when fused");
+    }
 }
 
 #[test]
@@ -123,8 +134,14 @@ fn an_intermediate_overwritten_in_place_is_kept_when_asked_for() {
     let x = HostTensor::random(model.graph().shape("x"), DType::F32, 5);
     let inputs = vec![("x".to_string(), x.clone())];
 
-    // The ReLU overwrites the convolution's output `c`.
-    let mut compiled = model.compile(&CompileOptions::default()).expect("compiles");
+    // Unfused, the ReLU overwrites the convolution's output `c` (fused, `c`
+    // is no buffer at all).
+    let mut compiled = model
+        .compile(&CompileOptions {
+            fuse: false,
+            ..CompileOptions::default()
+        })
+        .expect("compiles");
     assert!(
         compiled
             .memory_plan()

@@ -2,7 +2,8 @@
 //! before lowering (like Halide's lowering passes or TVM's pass list).
 //!
 //! ```text
-//! fold_constants ─► fold_batch_norm ─► eliminate_common_subexpressions ─► eliminate_dead_nodes
+//! fold_constants ─► fold_batch_norm ─► recognise_layer_norm ─► eliminate_common_subexpressions
+//!                ─► eliminate_dead_nodes
 //! ```
 //!
 //! Each pass takes a graph and returns a new one with the same outputs for
@@ -17,6 +18,7 @@ mod constants;
 mod dead_nodes;
 mod host_eval;
 mod invariants;
+mod layer_norm;
 
 #[cfg(test)]
 pub(crate) mod test_support;
@@ -111,6 +113,11 @@ pub const PASSES: &[Pass] = &[
         name: "fold_batch_norm",
         description: "folds a BatchNormalization (or a per-channel Mul/Add) into the weights and bias of the convolution it follows",
         rewrite: batch_norm::fold_batch_norm,
+    },
+    Pass {
+        name: "recognise_layer_norm",
+        description: "replaces the exporters' ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div (·γ +β) over the last axis by one LayerNormalization",
+        rewrite: layer_norm::recognise_layer_norm,
     },
     Pass {
         name: "eliminate_common_subexpressions",
