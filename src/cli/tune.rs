@@ -366,7 +366,7 @@ fn render(report: &TuneReport, task: &Task, model: &str, db: &TuningDb, args: &T
     let _ = writeln!(
         out,
         "the best steps: tessera cache best {} --shape {} --db {} --steps-only",
-        task.op(),
+        task.family(),
         if args.shape.is_empty() {
             "''"
         } else {

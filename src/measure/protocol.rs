@@ -10,6 +10,7 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 use super::result::MeasureErrorKind;
+use super::task::TaskSource;
 use super::timing::TimingOptions;
 use crate::codegen::CodegenOptions;
 use crate::schedule::Step;
@@ -47,8 +48,7 @@ pub enum Fault {
 pub(crate) enum Request {
     /// Switch to a task: rebuild its DAG, check its key, make its inputs.
     Setup {
-        op: String,
-        shape: String,
+        source: TaskSource,
         key_hash: String,
         threads: usize,
         codegen: CodegenOptions,

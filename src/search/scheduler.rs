@@ -82,7 +82,9 @@ pub struct TaskHistory {
     pub weight: f64,
     /// FLOPs of one run (`Cᵢ`).
     pub flops: f64,
-    /// Tasks of one group are similar (here: the same op).
+    /// Tasks of one group are similar (here: the same
+    /// [`Task::family`](crate::measure::Task::family): the registry op, or
+    /// a DAG task's label up to its first `[`).
     pub group: String,
     /// The best latency in seconds after each of the task's rounds (`None`:
     /// no valid schedule yet). Its length is `tᵢ`.
@@ -214,9 +216,11 @@ impl Default for SuiteOptions {
 pub struct SuiteTaskReport {
     /// The workload's label.
     pub label: String,
-    /// The registry op.
+    /// The registry op, or for a DAG task its family (see
+    /// [`Task::family`](crate::measure::Task::family)).
     pub op: String,
-    /// The full shape.
+    /// The full shape of a registry op (empty for a DAG task: its label
+    /// holds its shapes).
     pub shape: String,
     /// Its weight in the objective.
     pub weight: f64,
@@ -326,7 +330,7 @@ pub fn tune_suite(
         histories.push(TaskHistory::new(
             t.weight,
             t.task.dag().flop_count() as f64,
-            t.task.op(),
+            t.task.family(),
         ));
         tuners.push(tuner);
     }
@@ -386,8 +390,11 @@ pub fn tune_suite(
         let latency = |g: Option<f64>| g.filter(|g| *g > 0.0).map(|g| flops as f64 / (g * 1e9));
         reports.push(SuiteTaskReport {
             label: t.label.clone(),
-            op: t.task.op().to_string(),
-            shape: t.task.shape().to_string(),
+            op: t.task.family().to_string(),
+            shape: t
+                .task
+                .registry_op()
+                .map_or_else(String::new, |(_, shape)| shape.to_string()),
             weight: t.weight,
             rounds: histories[i].rounds(),
             retired: retired[i].map(str::to_string),
