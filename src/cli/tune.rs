@@ -2,7 +2,8 @@
 //! measuring candidates in worker processes and recording every one in the
 //! tuning cache; with `--suite FILE`, the workloads of a suite share one
 //! budget through the task scheduler. `--plot FILE.svg` draws the tuning
-//! curve (a suite: one line per workload, as a fraction of its final best).
+//! curve (a suite: one line per workload, as a fraction of its final best;
+//! a model: its estimated end-to-end latency after each round).
 //! At the end the best candidates are re-measured in fresh workers
 //! (`--remeasure N`); the summary gives both figures.
 
@@ -23,7 +24,8 @@ use crate::measure::{Measurer, Task};
 use crate::runtime::Target;
 use crate::search::{
     CurvePoint, RemeasureReport, SearchOptions, Suite, SuiteOptions, SuiteReport, TuneEvent,
-    TuneOptions, TuneReport, plot_curves, plot_normalised_curves, tune, tune_suite,
+    TuneOptions, TuneReport, plot_curves, plot_latency_curve, plot_normalised_curves, tune,
+    tune_suite,
 };
 
 /// `tessera tune` options.
@@ -45,7 +47,9 @@ pub(crate) struct TuneArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["op", "shape"])]
     suite: Option<PathBuf>,
     /// Draw the tuning curve as SVG: best GFLOP/s against trials (with
-    /// --suite: one line per workload, as a fraction of its final best).
+    /// --suite: one line per workload, as a fraction of its final best;
+    /// with a model: its estimated end-to-end latency in ms, Σ weight ·
+    /// best latency of its tasks).
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
     /// Candidates to measure (with --suite: over all workloads).
@@ -93,7 +97,14 @@ pub(crate) fn tune_command(args: &TuneArgs, target: &Target) -> Result<String, C
     match (&args.suite, &args.op) {
         (Some(path), _) => {
             let suite = Suite::load(path)?;
-            tune_suite_command(args, target, &suite, &path.display().to_string(), timeout)
+            tune_suite_command(
+                args,
+                target,
+                &suite,
+                &path.display().to_string(),
+                timeout,
+                SuitePlot::PerWorkload,
+            )
         }
         (None, Some(op)) if op.ends_with(".onnx") => tune_model(args, target, op, timeout),
         (None, _) => tune_one(args, target, timeout),
@@ -132,6 +143,7 @@ fn tune_model(
         &tasks.suite,
         path,
         timeout,
+        SuitePlot::EndToEnd,
     )?);
     Ok(out)
 }
@@ -415,12 +427,22 @@ fn errors_text(errors: &[(String, usize)]) -> String {
     parts.join(", ")
 }
 
+/// What `--plot` draws for a suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SuitePlot {
+    /// One line per workload, as a fraction of its final best (`--suite`).
+    PerWorkload,
+    /// The estimated end-to-end latency `Σ weight · best latency` (a model).
+    EndToEnd,
+}
+
 fn tune_suite_command(
     args: &TuneArgs,
     target: &Target,
     suite: &Suite,
     source: &str,
     timeout: Duration,
+    plot_kind: SuitePlot,
 ) -> Result<String, CliError> {
     let tasks = suite.tasks()?;
     if args.trials < tasks.len() {
@@ -464,7 +486,20 @@ fn tune_suite_command(
         &s.stop,
     )?;
     bar.finish_and_clear();
-    if let Some(plot) = &args.plot {
+    if let (Some(plot), SuitePlot::EndToEnd) = (&args.plot, plot_kind) {
+        let title = format!(
+            "{source}: estimated end-to-end latency of its {} tasks (Σ weight · best latency)",
+            report.tasks.len()
+        );
+        let label = format!("{} ({} tasks)", suite.name, report.tasks.len());
+        plot_latency_curve(
+            plot,
+            &title,
+            &label,
+            report.start_latency_s,
+            &report.latency_curve,
+        )?;
+    } else if let Some(plot) = &args.plot {
         let series: Vec<(String, Vec<CurvePoint>)> = report
             .tasks
             .iter()
