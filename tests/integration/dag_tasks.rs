@@ -20,6 +20,7 @@ use rand::rngs::StdRng;
 use tessera::codegen::{self, CodegenOptions};
 use tessera::cost::{RandomModel, workload_rows};
 use tessera::db::TuningDb;
+use tessera::deploy::{self, DeployOptions, DeployOutcome};
 use tessera::measure::{MeasureOptions, Measurer, Task, TaskSource, TimingOptions};
 use tessera::runtime::host_device;
 use tessera::schedule::random::random_schedule;
@@ -285,6 +286,30 @@ fn a_dag_task_tunes_in_workers_and_its_best_replays_on_a_fresh_build() {
             .any(|s| s.contains("fused_dense_relu") && s.contains("not built from the registry")),
         "{skipped:?}"
     );
+
+    // Deploying skips it too, saying why; the registry task is deployed.
+    let options = DeployOptions {
+        out: dir.join("schedules"),
+        ..DeployOptions::default()
+    };
+    let deployed = deploy::deploy(&db, host_device(), &options).expect("deploys");
+    let outcome = |readable: &str| {
+        deployed
+            .workloads
+            .iter()
+            .find(|w| w.readable.starts_with(readable))
+            .map(|w| w.outcome.clone())
+    };
+    match outcome("fused_dense_relu") {
+        Some(DeployOutcome::Skipped(why)) => {
+            assert!(
+                why.contains("not built from a registered operator"),
+                "{why}"
+            )
+        }
+        other => panic!("the DAG task was not skipped: {other:?}"),
+    }
+    assert_eq!(outcome("relu"), Some(DeployOutcome::Written));
 }
 
 /// Speaks the worker protocol to a real `tessera measure-worker`: a DAG
