@@ -105,6 +105,23 @@ pub(crate) enum Response {
     Forgotten,
 }
 
+/// `source` as a worker reads it out of a [`Request::Setup`] header: an
+/// error when the JSON parser cannot read it back (an expression nested
+/// deeper than serde_json's recursion limit).
+pub(crate) fn setup_round_trip(source: TaskSource) -> Result<TaskSource, String> {
+    let setup = Request::Setup {
+        source,
+        key_hash: String::new(),
+        threads: 1,
+        codegen: CodegenOptions::default(),
+    };
+    let json = serde_json::to_string(&setup).map_err(|e| e.to_string())?;
+    match serde_json::from_str(&json).map_err(|e| e.to_string())? {
+        Request::Setup { source, .. } => Ok(source),
+        other => Err(format!("read back as {other:?}")),
+    }
+}
+
 /// Largest header accepted (a step list of a few thousand steps).
 const MAX_HEADER: u32 = 64 << 20;
 /// Largest payload accepted (the outputs of one run).

@@ -8,6 +8,7 @@ use crate::ops;
 use crate::te::{ComputeDag, DagSpec, HostTensor, WorkloadKey};
 
 use super::error::MeasureError;
+use super::protocol::setup_round_trip;
 
 /// Where a task's DAG comes from: what a worker process needs to build the
 /// same DAG again (it then checks the key, see [`Task`]).
@@ -78,13 +79,22 @@ impl Task {
     /// the label is its readable key, and the text before the first `[` its
     /// [`family`](Self::family).
     ///
-    /// Fails only for a DAG its spec does not rebuild exactly (two axes of
-    /// one stage with the same name).
+    /// Fails only for a DAG its spec does not rebuild exactly: two axes of
+    /// one stage with the same name, or an expression nested deeper than
+    /// its JSON form can be read back (about 120 levels; serde_json's
+    /// recursion limit), which no worker could then be sent.
     pub fn from_dag(dag: ComputeDag) -> Result<Task, MeasureError> {
-        Task::from_source(TaskSource::Dag {
+        // Through the JSON text of a setup request, as a worker receives it.
+        let source = setup_round_trip(TaskSource::Dag {
             spec: dag.to_spec(),
         })
-        .and_then(|task| {
+        .map_err(|e| {
+            MeasureError::Spec(format!(
+                "{}: its JSON form does not read back ({e}); split deeply nested expressions into stages",
+                dag.workload_key()
+            ))
+        })?;
+        Task::from_source(source).and_then(|task| {
             if task.key == dag.workload_key() && task.dag.to_string() == dag.to_string() {
                 Ok(task)
             } else {
@@ -247,5 +257,22 @@ pub(crate) mod tests {
         let dag = ComputeDag::new(&[x], &[y]).expect("a valid DAG");
         let e = Task::from_dag(dag).expect_err("ambiguous names");
         assert!(e.to_string().contains("axis name `i` is used twice"), "{e}");
+    }
+
+    /// `X + 1 + 1 + …` nested `depth` deep.
+    pub(crate) fn chain(depth: usize) -> ComputeDag {
+        let x = te::placeholder("X", &[4], DType::F32);
+        let y = te::compute("Y", &[4], |ix| {
+            (0..depth).fold(x.at([&ix[0]]), |acc, _| acc + 1.0_f32)
+        });
+        ComputeDag::new(&[x], &[y]).expect("valid")
+    }
+
+    #[test]
+    fn deep_expressions_travel_until_json_cannot_read_them_back() {
+        let deep = Task::from_dag(chain(100)).expect("100 levels travel");
+        assert_eq!(deep.key(), &chain(100).workload_key());
+        let e = Task::from_dag(chain(300)).expect_err("too deep for serde_json");
+        assert!(e.to_string().contains("split deeply nested"), "{e}");
     }
 }

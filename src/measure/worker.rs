@@ -290,7 +290,7 @@ pub(crate) fn perturb_element(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::task::tests::dense_relu_dag;
+    use crate::measure::task::tests::{chain, dense_relu_dag};
 
     /// `request` as the worker reads it off the pipe.
     fn through_the_wire(request: &Request) -> Request {
@@ -324,5 +324,23 @@ mod tests {
             other => panic!("set up with a wrong key: {other:?}"),
         }
         assert!(worker.task.is_none(), "no task kept after a refused setup");
+    }
+
+    #[test]
+    fn the_deepest_dag_a_task_accepts_sets_up_in_a_worker() {
+        let deepest = (100..140)
+            .take_while(|&depth| Task::from_dag(chain(depth)).is_ok())
+            .last()
+            .expect("100 levels are accepted");
+        assert!(deepest < 139, "the limit lies in the range searched");
+        let task = Task::from_dag(chain(deepest)).expect("task");
+        let setup = Request::Setup {
+            source: task.source().clone(),
+            key_hash: task.key().hash.clone(),
+            threads: 1,
+            codegen: CodegenOptions::default(),
+        };
+        let (ready, _) = Worker::default().handle(through_the_wire(&setup));
+        assert!(matches!(ready, Response::Ready), "{ready:?}");
     }
 }
