@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use common::random_dag::random_dag;
 use common::{
     Scratch, assert_close, build, random_inputs, reduction_length, reference, small_cases,
 };
@@ -54,6 +55,32 @@ fn every_registry_op_round_trips_through_its_spec() {
     }
     for (op, params) in small_cases() {
         rebuilt(&build(op, &params));
+    }
+}
+
+/// Random DAGs (random structure, expressions and names) survive their
+/// spec: the same key, text and names, and the same values, bit for bit.
+#[test]
+fn random_dags_round_trip_through_their_spec() {
+    let cases: u64 = std::env::var("TESSERA_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10)
+        * 20;
+    for seed in 0..cases {
+        let dag = random_dag(&mut StdRng::seed_from_u64(seed));
+        let again = rebuilt(&dag);
+        let inputs = random_inputs(&dag, seed);
+        assert_eq!(
+            bits(&reference(&dag, &inputs)),
+            bits(&reference(&again, &inputs)),
+            "seed {seed}:\n{dag}"
+        );
+        if seed % 10 == 0 {
+            let (func_a, _) = lowered_and_run(&State::new(&dag), seed);
+            let (func_b, _) = lowered_and_run(&State::new(&again), seed);
+            assert_eq!(func_a, func_b, "seed {seed}");
+        }
     }
 }
 
