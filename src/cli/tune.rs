@@ -23,9 +23,9 @@ use crate::db::{self, TuningDb};
 use crate::measure::{Measurer, Task};
 use crate::runtime::Target;
 use crate::search::{
-    CurvePoint, RemeasureReport, SearchOptions, Suite, SuiteOptions, SuiteReport, TuneEvent,
-    TuneOptions, TuneReport, plot_curves, plot_latency_curve, plot_normalised_curves, tune,
-    tune_suite,
+    CurvePoint, RemeasureReport, SearchOptions, Suite, SuiteOptions, SuiteReport, SuiteTask,
+    TuneEvent, TuneOptions, TuneReport, plot_curves, plot_latency_curve, plot_normalised_curves,
+    tune, tune_suite,
 };
 
 /// `tessera tune` options.
@@ -97,14 +97,15 @@ pub(crate) fn tune_command(args: &TuneArgs, target: &Target) -> Result<String, C
     match (&args.suite, &args.op) {
         (Some(path), _) => {
             let suite = Suite::load(path)?;
-            tune_suite_command(
-                args,
-                target,
-                &suite,
-                &path.display().to_string(),
-                timeout,
-                SuitePlot::PerWorkload,
-            )
+            let source = path.display().to_string();
+            let run = SuiteRun {
+                name: &suite.name,
+                description: &suite.description,
+                source: &source,
+                tasks: suite.tasks()?,
+                plot: SuitePlot::PerWorkload,
+            };
+            tune_suite_command(args, target, &run, timeout)
         }
         (None, Some(op)) if op.ends_with(".onnx") => tune_model(args, target, op, timeout),
         (None, _) => tune_one(args, target, timeout),
@@ -137,14 +138,14 @@ fn tune_model(
         tasks.suite.workloads.iter().map(|w| w.weight).sum::<f64>(),
         tasks.untunable.len()
     );
-    out.push_str(&tune_suite_command(
-        args,
-        target,
-        &tasks.suite,
-        path,
-        timeout,
-        SuitePlot::EndToEnd,
-    )?);
+    let run = SuiteRun {
+        name: &tasks.suite.name,
+        description: &tasks.suite.description,
+        source: path,
+        tasks: tasks.suite.tasks()?,
+        plot: SuitePlot::EndToEnd,
+    };
+    out.push_str(&tune_suite_command(args, target, &run, timeout)?);
     Ok(out)
 }
 
@@ -436,15 +437,27 @@ enum SuitePlot {
     EndToEnd,
 }
 
+/// Tasks tuned together under one budget, and how their report is titled.
+struct SuiteRun<'a> {
+    /// The suite's (or model's) name, shown in the report.
+    name: &'a str,
+    /// What it is for (may be empty).
+    description: &'a str,
+    /// Where the tasks come from (a suite file or a model path), for messages.
+    source: &'a str,
+    /// The tasks: registry operators or any te DAGs ([`Task::from_dag`]).
+    tasks: Vec<SuiteTask>,
+    /// What `--plot` draws.
+    plot: SuitePlot,
+}
+
 fn tune_suite_command(
     args: &TuneArgs,
     target: &Target,
-    suite: &Suite,
-    source: &str,
+    run: &SuiteRun,
     timeout: Duration,
-    plot_kind: SuitePlot,
 ) -> Result<String, CliError> {
-    let tasks = suite.tasks()?;
+    let (tasks, source) = (&run.tasks, run.source);
     if args.trials < tasks.len() {
         return Err(CliError::Usage(format!(
             "--trials {} is less than the {} workloads of {source}: each needs at least one trial",
@@ -464,7 +477,7 @@ fn tune_suite_command(
         ..SuiteOptions::default()
     };
     let report = tune_suite(
-        &tasks,
+        tasks,
         &mut s.measurer,
         Some(&mut s.db),
         s.model.as_mut(),
@@ -486,12 +499,12 @@ fn tune_suite_command(
         &s.stop,
     )?;
     bar.finish_and_clear();
-    if let (Some(plot), SuitePlot::EndToEnd) = (&args.plot, plot_kind) {
+    if let (Some(plot), SuitePlot::EndToEnd) = (&args.plot, run.plot) {
         let title = format!(
             "{source}: estimated end-to-end latency of its {} tasks (Σ weight · best latency)",
             report.tasks.len()
         );
-        let label = format!("{} ({} tasks)", suite.name, report.tasks.len());
+        let label = format!("{} ({} tasks)", run.name, report.tasks.len());
         plot_latency_curve(
             plot,
             &title,
@@ -512,15 +525,15 @@ fn tune_suite_command(
             .collect();
         let title = format!(
             "suite {}: best GFLOP/s per workload, as a fraction of its final best",
-            suite.name
+            run.name
         );
         plot_normalised_curves(plot, &title, &series)?;
     }
-    Ok(render_suite(suite, &report, &s.model.name(), &s.db, args))
+    Ok(render_suite(run, &report, &s.model.name(), &s.db, args))
 }
 
 fn render_suite(
-    suite: &Suite,
+    suite: &SuiteRun,
     report: &SuiteReport,
     model: &str,
     db: &TuningDb,
