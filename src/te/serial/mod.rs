@@ -8,27 +8,7 @@
 //! `from_spec(to_spec(d))` has the same canonical text, workload key, label
 //! and `Display` as `d`.
 //!
-//! JSON form (a matmul):
-//!
-//! ```json
-//! {"label": "matmul[M=4,N=3,K=8,f32]",
-//!  "tensors": [
-//!    {"kind": "placeholder", "name": "A", "shape": [4, 8], "dtype": "f32"},
-//!    {"kind": "placeholder", "name": "B", "shape": [8, 3], "dtype": "f32"},
-//!    {"kind": "compute", "name": "C", "shape": [4, 3], "dtype": "f32", "axes": ["i0", "i1"],
-//!     "body": {"op": "reduce", "reducer": "sum", "axes": [{"name": "k", "extent": 8}],
-//!              "source": {"op": "binary", "binop": "mul",
-//!                         "a": {"op": "read", "tensor": 0, "indices": [{"op": "var", "name": "i0"}, {"op": "var", "name": "k"}]},
-//!                         "b": {"op": "read", "tensor": 1, "indices": [{"op": "var", "name": "k"}, {"op": "var", "name": "i1"}]}}}}],
-//!  "outputs": [2]}
-//! ```
-//!
-//! Variables are referenced by name: a stage's spatial axes, and inside a
-//! `reduce` node the reduction axes it declares. Reads name a tensor by its
-//! position in `tensors`, and only earlier tensors can be read. Dtypes of
-//! nodes follow from their operands (as the te builders make them), except
-//! constants and casts, which carry theirs. Non-finite float constants are
-//! written as the strings `"inf"`, `"-inf"` and `"nan"`.
+//! The JSON form is documented on [`DagSpec`].
 
 mod build;
 mod error;
@@ -44,6 +24,39 @@ use super::tensor::TensorOp;
 
 /// A [`ComputeDag`] as data: tensors in DAG order (inputs first), the
 /// output positions and the label.
+///
+/// JSON form (a matmul):
+///
+/// ```json
+/// {"label": "matmul[M=4,N=3,K=8,f32]",
+///  "tensors": [
+///    {"kind": "placeholder", "name": "A", "shape": [4, 8], "dtype": "f32"},
+///    {"kind": "placeholder", "name": "B", "shape": [8, 3], "dtype": "f32"},
+///    {"kind": "compute", "name": "C", "shape": [4, 3], "dtype": "f32", "axes": ["i0", "i1"],
+///     "body": {"op": "reduce", "reducer": "sum", "axes": [{"name": "k", "extent": 8}],
+///              "source": {"op": "binary", "binop": "mul",
+///                         "a": {"op": "read", "tensor": 0, "indices": [{"op": "var", "name": "i0"}, {"op": "var", "name": "k"}]},
+///                         "b": {"op": "read", "tensor": 1, "indices": [{"op": "var", "name": "k"}, {"op": "var", "name": "i1"}]}}}}],
+///  "outputs": [2]}
+/// ```
+///
+/// Variables are referenced by name: a stage's spatial axes, and inside a
+/// `reduce` node the reduction axes it declares. Reads name a tensor by its
+/// position in `tensors`, and only earlier tensors can be read. Dtypes of
+/// nodes follow from their operands (as the te builders make them), except
+/// constants and casts, which carry theirs. Non-finite float constants are
+/// written as the strings `"inf"`, `"-inf"` and `"nan"`.
+///
+/// ```
+/// use tessera::te::{self, ComputeDag, DType, DagSpec};
+/// let a = te::placeholder("A", &[4], DType::F32);
+/// let b = te::compute("B", &[4], |ix| a.at([&ix[0]]) * 2.0_f32);
+/// let dag = ComputeDag::new(&[a], &[b]).unwrap().with_label("double[N=4]");
+/// let json = dag.to_spec().to_json();
+/// let again = ComputeDag::from_spec(&DagSpec::from_json(&json).unwrap()).unwrap();
+/// assert_eq!(again.workload_key(), dag.workload_key());
+/// assert_eq!(again.to_string(), dag.to_string());
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DagSpec {
@@ -204,8 +217,9 @@ pub enum ExprSpec {
 }
 
 impl ComputeDag {
-    /// This DAG as data, with every name it was built with (see the
-    /// [module docs](self)).
+    /// This DAG as data, with every name it was built with: see
+    /// [`DagSpec`] for the JSON form; [`ComputeDag::from_spec`] rebuilds it
+    /// with the same canonical text, workload key, label and `Display`.
     pub fn to_spec(&self) -> DagSpec {
         let tensors = self
             .tensors()

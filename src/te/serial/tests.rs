@@ -288,3 +288,20 @@ fn what_the_dag_check_rejects_comes_through() {
         "{e:?}"
     );
 }
+
+#[test]
+fn the_documented_json_form_is_the_matmul_spec() {
+    // The example on DagSpec's docs.
+    let json = r#"{"label": "matmul[M=4,N=3,K=8,f32]",
+     "tensors": [
+       {"kind": "placeholder", "name": "A", "shape": [4, 8], "dtype": "f32"},
+       {"kind": "placeholder", "name": "B", "shape": [8, 3], "dtype": "f32"},
+       {"kind": "compute", "name": "C", "shape": [4, 3], "dtype": "f32", "axes": ["i0", "i1"],
+        "body": {"op": "reduce", "reducer": "sum", "axes": [{"name": "k", "extent": 8}],
+                 "source": {"op": "binary", "binop": "mul",
+                            "a": {"op": "read", "tensor": 0, "indices": [{"op": "var", "name": "i0"}, {"op": "var", "name": "k"}]},
+                            "b": {"op": "read", "tensor": 1, "indices": [{"op": "var", "name": "k"}, {"op": "var", "name": "i1"}]}}}}],
+     "outputs": [2]}"#;
+    let spec = DagSpec::from_json(json).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(spec, matmul().to_spec());
+}
