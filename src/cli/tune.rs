@@ -2,7 +2,8 @@
 //! measuring candidates in worker processes and recording every one in the
 //! tuning cache; with `--suite FILE`, the workloads of a suite share one
 //! budget through the task scheduler. `--plot FILE.svg` draws the tuning
-//! curve (a suite: one line per workload, as a fraction of its final best).
+//! curve (a suite: one line per workload, as a fraction of its final best;
+//! a model: its estimated end-to-end latency after each round).
 //! At the end the best candidates are re-measured in fresh workers
 //! (`--remeasure N`); the summary gives both figures.
 
@@ -22,8 +23,9 @@ use crate::db::{self, TuningDb};
 use crate::measure::{Measurer, Task};
 use crate::runtime::Target;
 use crate::search::{
-    CurvePoint, RemeasureReport, SearchOptions, Suite, SuiteOptions, SuiteReport, TuneEvent,
-    TuneOptions, TuneReport, plot_curves, plot_normalised_curves, tune, tune_suite,
+    CurvePoint, RemeasureReport, SearchOptions, Suite, SuiteOptions, SuiteReport, SuiteTask,
+    TuneEvent, TuneOptions, TuneReport, plot_curves, plot_latency_curve, plot_normalised_curves,
+    tune, tune_suite,
 };
 
 /// `tessera tune` options.
@@ -45,7 +47,9 @@ pub(crate) struct TuneArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["op", "shape"])]
     suite: Option<PathBuf>,
     /// Draw the tuning curve as SVG: best GFLOP/s against trials (with
-    /// --suite: one line per workload, as a fraction of its final best).
+    /// --suite: one line per workload, as a fraction of its final best;
+    /// with a model: its estimated end-to-end latency in ms, Σ weight ·
+    /// best latency of its tasks).
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
     /// Candidates to measure (with --suite: over all workloads).
@@ -93,7 +97,15 @@ pub(crate) fn tune_command(args: &TuneArgs, target: &Target) -> Result<String, C
     match (&args.suite, &args.op) {
         (Some(path), _) => {
             let suite = Suite::load(path)?;
-            tune_suite_command(args, target, &suite, &path.display().to_string(), timeout)
+            let source = path.display().to_string();
+            let run = SuiteRun {
+                name: &suite.name,
+                description: &suite.description,
+                source: &source,
+                tasks: suite.tasks()?,
+                plot: SuitePlot::PerWorkload,
+            };
+            tune_suite_command(args, target, &run, timeout)
         }
         (None, Some(op)) if op.ends_with(".onnx") => tune_model(args, target, op, timeout),
         (None, _) => tune_one(args, target, timeout),
@@ -126,13 +138,14 @@ fn tune_model(
         tasks.suite.workloads.iter().map(|w| w.weight).sum::<f64>(),
         tasks.untunable.len()
     );
-    out.push_str(&tune_suite_command(
-        args,
-        target,
-        &tasks.suite,
-        path,
-        timeout,
-    )?);
+    let run = SuiteRun {
+        name: &tasks.suite.name,
+        description: &tasks.suite.description,
+        source: path,
+        tasks: tasks.suite.tasks()?,
+        plot: SuitePlot::EndToEnd,
+    };
+    out.push_str(&tune_suite_command(args, target, &run, timeout)?);
     Ok(out)
 }
 
@@ -366,7 +379,7 @@ fn render(report: &TuneReport, task: &Task, model: &str, db: &TuningDb, args: &T
     let _ = writeln!(
         out,
         "the best steps: tessera cache best {} --shape {} --db {} --steps-only",
-        task.op(),
+        task.family(),
         if args.shape.is_empty() {
             "''"
         } else {
@@ -415,14 +428,36 @@ fn errors_text(errors: &[(String, usize)]) -> String {
     parts.join(", ")
 }
 
+/// What `--plot` draws for a suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SuitePlot {
+    /// One line per workload, as a fraction of its final best (`--suite`).
+    PerWorkload,
+    /// The estimated end-to-end latency `Σ weight · best latency` (a model).
+    EndToEnd,
+}
+
+/// Tasks tuned together under one budget, and how their report is titled.
+struct SuiteRun<'a> {
+    /// The suite's (or model's) name, shown in the report.
+    name: &'a str,
+    /// What it is for (may be empty).
+    description: &'a str,
+    /// Where the tasks come from (a suite file or a model path), for messages.
+    source: &'a str,
+    /// The tasks: registry operators or any te DAGs ([`Task::from_dag`]).
+    tasks: Vec<SuiteTask>,
+    /// What `--plot` draws.
+    plot: SuitePlot,
+}
+
 fn tune_suite_command(
     args: &TuneArgs,
     target: &Target,
-    suite: &Suite,
-    source: &str,
+    run: &SuiteRun,
     timeout: Duration,
 ) -> Result<String, CliError> {
-    let tasks = suite.tasks()?;
+    let (tasks, source) = (&run.tasks, run.source);
     if args.trials < tasks.len() {
         return Err(CliError::Usage(format!(
             "--trials {} is less than the {} workloads of {source}: each needs at least one trial",
@@ -442,7 +477,7 @@ fn tune_suite_command(
         ..SuiteOptions::default()
     };
     let report = tune_suite(
-        &tasks,
+        tasks,
         &mut s.measurer,
         Some(&mut s.db),
         s.model.as_mut(),
@@ -464,7 +499,20 @@ fn tune_suite_command(
         &s.stop,
     )?;
     bar.finish_and_clear();
-    if let Some(plot) = &args.plot {
+    if let (Some(plot), SuitePlot::EndToEnd) = (&args.plot, run.plot) {
+        let title = format!(
+            "{source}: estimated end-to-end latency of its {} tasks (Σ weight · best latency)",
+            report.tasks.len()
+        );
+        let label = format!("{} ({} tasks)", run.name, report.tasks.len());
+        plot_latency_curve(
+            plot,
+            &title,
+            &label,
+            report.start_latency_s,
+            &report.latency_curve,
+        )?;
+    } else if let Some(plot) = &args.plot {
         let series: Vec<(String, Vec<CurvePoint>)> = report
             .tasks
             .iter()
@@ -477,15 +525,15 @@ fn tune_suite_command(
             .collect();
         let title = format!(
             "suite {}: best GFLOP/s per workload, as a fraction of its final best",
-            suite.name
+            run.name
         );
         plot_normalised_curves(plot, &title, &series)?;
     }
-    Ok(render_suite(suite, &report, &s.model.name(), &s.db, args))
+    Ok(render_suite(run, &report, &s.model.name(), &s.db, args))
 }
 
 fn render_suite(
-    suite: &Suite,
+    suite: &SuiteRun,
     report: &SuiteReport,
     model: &str,
     db: &TuningDb,

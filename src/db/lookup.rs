@@ -130,7 +130,10 @@ impl TuningDb {
             )
             .map_err(sql)?;
         let shapes: Vec<String> = stmt
-            .query_map(params![task.op(), task.key().hash], |r| r.get(0))
+            .query_map(
+                params![task.registry_op().map(|(op, _)| op), task.key().hash],
+                |r| r.get(0),
+            )
             .map_err(sql)?
             .collect::<Result<_, _>>()
             .map_err(sql)?;

@@ -242,8 +242,8 @@ impl TuningDb {
         let workload = WorkloadInfo {
             key: task.key().hash.clone(),
             readable: task.key().readable.clone(),
-            op: Some(task.op().to_string()),
-            shape: Some(task.shape().to_string()),
+            op: task.registry_op().map(|(op, _)| op.to_string()),
+            shape: task.registry_op().map(|(_, shape)| shape.to_string()),
             flops: task.dag().flop_count(),
             canonical: task.dag().canonical_text(),
         };

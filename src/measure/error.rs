@@ -46,6 +46,9 @@ pub enum MeasureError {
         /// What went wrong.
         reason: String,
     },
+    /// A DAG task's spec does not rebuild into its DAG.
+    #[error("cannot build the task's DAG from its spec: {0}")]
+    Spec(String),
     /// Invalid measurement options.
     #[error("invalid measurement option: {0}")]
     Options(String),

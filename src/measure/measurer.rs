@@ -302,8 +302,7 @@ fn ensure_worker<'s>(
         *slot = Some(worker);
     }
     let setup = Request::Setup {
-        op: task.op().to_string(),
-        shape: task.shape().to_string(),
+        source: task.source().clone(),
         key_hash: task.key().hash.clone(),
         threads: options.kernel_threads,
         codegen: options.codegen,

@@ -10,6 +10,7 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 use super::result::MeasureErrorKind;
+use super::task::TaskSource;
 use super::timing::TimingOptions;
 use crate::codegen::CodegenOptions;
 use crate::schedule::Step;
@@ -47,8 +48,7 @@ pub enum Fault {
 pub(crate) enum Request {
     /// Switch to a task: rebuild its DAG, check its key, make its inputs.
     Setup {
-        op: String,
-        shape: String,
+        source: TaskSource,
         key_hash: String,
         threads: usize,
         codegen: CodegenOptions,
@@ -103,6 +103,23 @@ pub(crate) enum Response {
         msg: String,
     },
     Forgotten,
+}
+
+/// `source` as a worker reads it out of a [`Request::Setup`] header: an
+/// error when the JSON parser cannot read it back (an expression nested
+/// deeper than serde_json's recursion limit).
+pub(crate) fn setup_round_trip(source: TaskSource) -> Result<TaskSource, String> {
+    let setup = Request::Setup {
+        source,
+        key_hash: String::new(),
+        threads: 1,
+        codegen: CodegenOptions::default(),
+    };
+    let json = serde_json::to_string(&setup).map_err(|e| e.to_string())?;
+    match serde_json::from_str(&json).map_err(|e| e.to_string())? {
+        Request::Setup { source, .. } => Ok(source),
+        other => Err(format!("read back as {other:?}")),
+    }
 }
 
 /// Largest header accepted (a step list of a few thousand steps).

@@ -16,7 +16,7 @@ use super::builder::build;
 use super::flush::flush_buffers;
 use super::protocol::{Fault, Request, Response, read_frame, write_frame};
 use super::result::MeasureErrorKind;
-use super::task::Task;
+use super::task::{Task, TaskSource};
 use super::timing::{TimingOptions, time_runs};
 
 /// Serves requests on stdin/stdout until stdin closes; returns the exit code.
@@ -69,15 +69,11 @@ impl Worker {
     fn handle(&mut self, request: Request) -> (Response, Vec<u8>) {
         match request {
             Request::Setup {
-                op,
-                shape,
+                source,
                 key_hash,
                 threads,
                 codegen,
-            } => (
-                self.setup(&op, &shape, &key_hash, threads, codegen),
-                Vec::new(),
-            ),
+            } => (self.setup(source, &key_hash, threads, codegen), Vec::new()),
             Request::Build { id, steps, fault } => {
                 if fault == Some(Fault::AbortInBuild) {
                     std::process::abort();
@@ -94,15 +90,14 @@ impl Worker {
 
     fn setup(
         &mut self,
-        op: &str,
-        shape: &str,
+        source: TaskSource,
         key_hash: &str,
         threads: usize,
         codegen: CodegenOptions,
     ) -> Response {
         self.kernels.clear();
         self.task = None;
-        let task = match Task::from_registry(op, shape) {
+        let task = match Task::from_source(source) {
             Ok(task) => task,
             Err(e) => return Response::SetupFailed { msg: e.to_string() },
         };
@@ -290,4 +285,62 @@ pub(crate) fn perturb_element(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::task::tests::{chain, dense_relu_dag};
+
+    /// `request` as the worker reads it off the pipe.
+    fn through_the_wire(request: &Request) -> Request {
+        let mut wire = Vec::new();
+        write_frame(&mut wire, request, &[]).expect("writes");
+        let (request, _) = read_frame(&mut &wire[..]).expect("reads").expect("a frame");
+        request
+    }
+
+    #[test]
+    fn a_dag_task_sets_up_with_its_key_and_is_refused_with_another() {
+        let task = Task::from_dag(dense_relu_dag(8, 4, 6)).expect("task");
+        let setup = |key_hash: &str| Request::Setup {
+            source: task.source().clone(),
+            key_hash: key_hash.to_string(),
+            threads: 1,
+            codegen: CodegenOptions::default(),
+        };
+        let mut worker = Worker::default();
+        let (ready, _) = worker.handle(through_the_wire(&setup(&task.key().hash)));
+        assert!(matches!(ready, Response::Ready), "{ready:?}");
+        let built = worker.build(1, &[]);
+        assert!(matches!(built, Response::Built { id: 1, .. }), "{built:?}");
+
+        let wrong = "0".repeat(64);
+        match worker.handle(through_the_wire(&setup(&wrong))).0 {
+            Response::SetupFailed { msg } => {
+                assert!(msg.contains(&task.key().hash), "{msg}");
+                assert!(msg.contains(&format!("not {wrong}")), "{msg}");
+            }
+            other => panic!("set up with a wrong key: {other:?}"),
+        }
+        assert!(worker.task.is_none(), "no task kept after a refused setup");
+    }
+
+    #[test]
+    fn the_deepest_dag_a_task_accepts_sets_up_in_a_worker() {
+        let deepest = (100..140)
+            .take_while(|&depth| Task::from_dag(chain(depth)).is_ok())
+            .last()
+            .expect("100 levels are accepted");
+        assert!(deepest < 139, "the limit lies in the range searched");
+        let task = Task::from_dag(chain(deepest)).expect("task");
+        let setup = Request::Setup {
+            source: task.source().clone(),
+            key_hash: task.key().hash.clone(),
+            threads: 1,
+            codegen: CodegenOptions::default(),
+        };
+        let (ready, _) = Worker::default().handle(through_the_wire(&setup));
+        assert!(matches!(ready, Response::Ready), "{ready:?}");
+    }
 }

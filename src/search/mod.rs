@@ -20,10 +20,11 @@ pub use annotate::{Decisions, MaterializeError, materialize, random_decisions};
 pub use evolution::{Candidate, SearchOptions, SearchPolicy, steps_key};
 pub use infer::infer_candidate;
 #[cfg(feature = "cli")]
-pub use plot::{PlotError, plot_curves, plot_normalised_curves};
+pub use plot::{PlotError, plot_curves, plot_latency_curve, plot_normalised_curves};
 pub use remeasure::{MAX_REMEASURE, RemeasureOptions, RemeasureReport, RemeasuredCandidate};
 pub use scheduler::{
-    SchedulerParams, SuiteOptions, SuiteReport, SuiteTaskReport, TaskHistory, tune_suite,
+    LatencyPoint, SchedulerParams, SuiteOptions, SuiteReport, SuiteTaskReport, TaskHistory,
+    tune_suite, weighted_latency,
 };
 pub use sketch::{AnnotationSite, Sketch, SketchStep, TileRole, generate_sketches};
 pub use suite::{Suite, SuiteError, SuiteTask, SuiteWorkload};

@@ -1,5 +1,6 @@
 //! Tuning curves as SVG: best GFLOP/s (or a fraction of each task's final
-//! best) against trials, one line per series, the legend beside the chart.
+//! best) against trials, one line per series, the legend beside the chart;
+//! or a suite's estimated end-to-end latency against trials.
 //!
 //! Text is written as SVG `<text>` and laid out by the viewer, so no system
 //! fonts are needed (plotters is built without its `ttf` feature). The file
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 use thiserror::Error;
 
+use super::scheduler::LatencyPoint;
 use super::tuner::CurvePoint;
 
 /// A plot that could not be made.
@@ -118,6 +120,35 @@ pub fn plot_normalised_curves(
         })
         .collect();
     draw(path, title, "best GFLOP/s / its final best", &lines)
+}
+
+/// Draws a suite run's end-to-end latency curve (milliseconds against
+/// trials; `start`, the objective before the first round, at trial 0) as
+/// one line labelled `label`. Points with no value (a task without any
+/// valid schedule yet) are left out.
+pub fn plot_latency_curve(
+    path: &Path,
+    title: &str,
+    label: &str,
+    start: Option<f64>,
+    curve: &[LatencyPoint],
+) -> Result<(), PlotError> {
+    let first = start.map(|s| (0, s));
+    let points: Points = first
+        .into_iter()
+        .chain(
+            curve
+                .iter()
+                .filter_map(|p| p.latency_s.map(|s| (p.trials as u64, s))),
+        )
+        .map(|(trials, s)| (trials, s * 1e3))
+        .collect();
+    draw(
+        path,
+        title,
+        "estimated end-to-end latency (ms)",
+        &[(label.to_string(), points)],
+    )
 }
 
 /// The best-so-far as a staircase: it holds until the next round's result.
@@ -312,6 +343,31 @@ mod tests {
             std::fs::read_to_string(&path)
                 .expect("written")
                 .contains("failed")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_latency_curve_is_drawn_in_milliseconds_from_its_start() {
+        let dir = temp_dir("latency");
+        let path = dir.join("latency.svg");
+        let point = |trials, latency_s| LatencyPoint {
+            trials,
+            secs: 0.0,
+            latency_s,
+        };
+        let curve = [
+            point(4, None),
+            point(8, Some(2e-3)),
+            point(12, Some(1.5e-3)),
+        ];
+        plot_latency_curve(&path, "model m", "tasks of m", Some(3e-3), &curve).expect("plots");
+        let svg = std::fs::read_to_string(&path).expect("written");
+        assert!(svg.contains("end-to-end latency (ms)") && svg.contains("tasks of m"));
+        assert_eq!(
+            svg.matches("<circle").count(),
+            3,
+            "start + two known points"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -82,7 +82,9 @@ pub struct TaskHistory {
     pub weight: f64,
     /// FLOPs of one run (`Cᵢ`).
     pub flops: f64,
-    /// Tasks of one group are similar (here: the same op).
+    /// Tasks of one group are similar (here: the same
+    /// [`Task::family`](crate::measure::Task::family): the registry op, or
+    /// a DAG task's label up to its first `[`).
     pub group: String,
     /// The best latency in seconds after each of the task's rounds (`None`:
     /// no valid schedule yet). Its length is `tᵢ`.
@@ -214,9 +216,11 @@ impl Default for SuiteOptions {
 pub struct SuiteTaskReport {
     /// The workload's label.
     pub label: String,
-    /// The registry op.
+    /// The registry op, or for a DAG task its family (see
+    /// [`Task::family`](crate::measure::Task::family)).
     pub op: String,
-    /// The full shape.
+    /// The full shape of a registry op (empty for a DAG task: its label
+    /// holds its shapes).
     pub shape: String,
     /// Its weight in the objective.
     pub weight: f64,
@@ -261,6 +265,31 @@ pub struct SuiteReport {
     pub default_latency_s: Option<f64>,
     /// `Σ weight · latency` of the best schedules, in seconds (when all are known).
     pub best_latency_s: Option<f64>,
+    /// The objective before the first round: every task's best after its
+    /// default schedule (and earlier records) was measured.
+    pub start_latency_s: Option<f64>,
+    /// The objective after each round, one point per entry of `allocation`;
+    /// the last equals `best_latency_s`.
+    pub latency_curve: Vec<LatencyPoint>,
+}
+
+/// One point of a suite run's end-to-end latency curve.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LatencyPoint {
+    /// Candidates measured so far over all tasks.
+    pub trials: usize,
+    /// Seconds since the run started.
+    pub secs: f64,
+    /// The objective `Σ wᵢ · (best latency of task i so far)`, in seconds;
+    /// a task's best so far is its default schedule's before it finds a
+    /// faster one. `None` while some task has no valid schedule at all.
+    pub latency_s: Option<f64>,
+}
+
+/// `Σ weight · latency` over `(weight, latency)` pairs; `None` if any
+/// latency is unknown.
+pub fn weighted_latency(parts: impl IntoIterator<Item = (f64, Option<f64>)>) -> Option<f64> {
+    parts.into_iter().map(|(w, l)| l.map(|l| w * l)).sum()
 }
 
 impl SuiteReport {
@@ -326,7 +355,7 @@ pub fn tune_suite(
         histories.push(TaskHistory::new(
             t.weight,
             t.task.dag().flop_count() as f64,
-            t.task.op(),
+            t.task.family(),
         ));
         tuners.push(tuner);
     }
@@ -334,6 +363,16 @@ pub fn tune_suite(
         .iter()
         .map(|t| t.best_cost().map(|_| t.best_gflops()))
         .collect();
+    let objective = |tuners: &[TaskTuner]| {
+        weighted_latency(
+            tasks
+                .iter()
+                .zip(tuners)
+                .map(|(t, u)| (t.weight, u.best_cost())),
+        )
+    };
+    let start_latency_s = objective(&tuners);
+    let mut latency_curve = Vec::new();
     let mut retired: Vec<Option<&str>> = vec![None; tasks.len()];
     let mut rng = StdRng::seed_from_u64(options.seed ^ 0x7a5c_5c4e_d01e_0001);
     let mut allocation = Vec::new();
@@ -359,6 +398,11 @@ pub fn tune_suite(
             trials += measured;
             allocation.push(i);
             histories[i].best_costs.push(tuners[i].best_cost());
+            latency_curve.push(LatencyPoint {
+                trials,
+                secs: start.elapsed().as_secs_f64(),
+                latency_s: objective(&tuners),
+            });
             progress(TuneEvent::Batch {
                 trials,
                 budget: options.total_trials,
@@ -383,27 +427,31 @@ pub fn tune_suite(
     for (i, (t, tuner)) in tasks.iter().zip(&tuners).enumerate() {
         let report = tuner.report(stopped || retired[i].is_some());
         let flops = t.task.dag().flop_count();
-        let latency = |g: Option<f64>| g.filter(|g| *g > 0.0).map(|g| flops as f64 / (g * 1e9));
         reports.push(SuiteTaskReport {
             label: t.label.clone(),
-            op: t.task.op().to_string(),
-            shape: t.task.shape().to_string(),
+            op: t.task.family().to_string(),
+            shape: t
+                .task
+                .registry_op()
+                .map_or_else(String::new, |(_, shape)| shape.to_string()),
             weight: t.weight,
             rounds: histories[i].rounds(),
             retired: retired[i].map(str::to_string),
             start_gflops: start_gflops[i],
             flops,
-            default_latency_s: latency(report.default_gflops),
-            best_latency_s: latency(report.best_gflops),
+            default_latency_s: tuner.default_cost(),
+            best_latency_s: tuner.best_cost(),
             report,
         });
     }
     let weighted = |f: fn(&SuiteTaskReport) -> Option<f64>| -> Option<f64> {
-        reports.iter().map(|r| f(r).map(|l| r.weight * l)).sum()
+        weighted_latency(reports.iter().map(|r| (r.weight, f(r))))
     };
     Ok(SuiteReport {
         default_latency_s: weighted(|r| r.default_latency_s),
         best_latency_s: weighted(|r| r.best_latency_s),
+        start_latency_s,
+        latency_curve,
         tasks: reports,
         allocation,
         per_round,

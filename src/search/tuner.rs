@@ -301,6 +301,12 @@ impl TaskTuner {
         self.leaders.first().map(|(c, _)| *c)
     }
 
+    /// The cost in seconds of the default schedule (measured, or from an
+    /// earlier record), if it ran.
+    pub fn default_cost(&self) -> Option<f64> {
+        self.default_cost
+    }
+
     /// The `n` best candidates known (cost in seconds, steps), fastest
     /// first; at most [`MAX_REMEASURE`].
     pub fn leaders(&self, n: usize) -> &[(f64, Vec<Step>)] {

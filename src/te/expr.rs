@@ -7,6 +7,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use super::dtype::DType;
 use super::ids::VarId;
 use super::tensor::Tensor;
@@ -108,7 +110,8 @@ pub enum Const {
 }
 
 /// Binary arithmetic and logical operators.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum BinOp {
     /// `a + b`
     Add,
@@ -159,7 +162,8 @@ impl BinOp {
 }
 
 /// Comparison operators; the result is `bool`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CmpOp {
     /// `a == b`
     Eq,
@@ -202,7 +206,8 @@ impl CmpOp {
 }
 
 /// Math intrinsics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Intrinsic {
     /// e^x
     Exp,
@@ -252,7 +257,8 @@ impl Intrinsic {
 }
 
 /// Reduction operators, with their identity element.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ReduceOp {
     /// Sum; identity 0.
     Sum,

@@ -19,6 +19,7 @@ mod overload;
 mod point_eval;
 mod printer;
 mod rewrite;
+mod serial;
 mod tensor;
 
 pub use builders::{
@@ -36,4 +37,5 @@ pub use host_tensor::{HostData, HostTensor, LengthMismatch};
 pub use ids::{TensorId, VarId};
 pub use interp::{InterpError, evaluate, evaluate_all};
 pub use point_eval::{evaluate_points, unflatten};
+pub use serial::{AxisSpec, ConstValue, DagSpec, ExprSpec, SpecError, TensorSpec};
 pub use tensor::{ComputeOp, Tensor, TensorOp, compute, placeholder, reduce_axis};

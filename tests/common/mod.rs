@@ -13,6 +13,7 @@ mod error_bound;
 mod isa_coverage;
 pub mod onnx_models;
 pub mod ort_workloads;
+pub mod random_dag;
 mod scratch;
 
 #[allow(unused_imports)] // custom_op_cli runs itself, not the tessera binary

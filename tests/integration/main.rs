@@ -16,6 +16,7 @@ mod ci_job;
 mod cli;
 mod cost_model;
 mod dag_errors;
+mod dag_tasks;
 mod db_cache;
 mod deploy;
 mod deploy_aot;
