@@ -32,7 +32,7 @@ use crate::search::{
 #[derive(Debug, clap::Args)]
 pub(crate) struct TuneArgs {
     /// The operator (see `tessera ops`), or an ONNX model (`m.onnx`: its
-    /// registry-operator tasks, tuned as a suite); not with --suite.
+    /// fused tasks, tuned with the task scheduler); not with --suite.
     #[arg(required_unless_present = "suite")]
     op: Option<String>,
     /// With a model: the shape of an input with dynamic dimensions
@@ -112,7 +112,7 @@ pub(crate) fn tune_command(args: &TuneArgs, target: &Target) -> Result<String, C
     }
 }
 
-/// `tessera tune m.onnx`: the model's registry-operator tasks as a suite.
+/// `tessera tune m.onnx`: the model's fused tasks, tuned with the task scheduler.
 fn tune_model(
     args: &TuneArgs,
     target: &Target,
@@ -127,22 +127,22 @@ fn tune_model(
     // The tasks of the graph that compiles: after the graph passes.
     let (graph, _) = model.optimized()?;
     let tasks = crate::graph::tasks::model_tasks(&graph, &name)?;
-    if tasks.suite.workloads.is_empty() {
+    if tasks.tasks.is_empty() {
         return Err(CliError::Usage(format!(
-            "model {path} has no node that is a registry operator, so nothing to tune yet"
+            "model {path} has no kernel to tune (every node is an alias)"
         )));
     }
     let mut out = format!(
-        "model     {path}: {} tasks ({} nodes), {} nodes without a task keep the default schedule\n",
-        tasks.suite.workloads.len(),
-        tasks.suite.workloads.iter().map(|w| w.weight).sum::<f64>(),
-        tasks.untunable.len()
+        "model     {path}: {} tasks for its {} kernels after fusion\n",
+        tasks.tasks.len(),
+        tasks.kernels()
     );
+    let description = format!("the fused tasks of model {name} (weight: occurrences)");
     let run = SuiteRun {
-        name: &tasks.suite.name,
-        description: &tasks.suite.description,
+        name: &tasks.name,
+        description: &description,
         source: path,
-        tasks: tasks.suite.tasks()?,
+        tasks: tasks.suite_tasks(),
         plot: SuitePlot::EndToEnd,
     };
     out.push_str(&tune_suite_command(args, target, &run, timeout)?);

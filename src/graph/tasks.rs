@@ -1,71 +1,97 @@
-//! The tunable tasks of a model: every node that lowers to a registry
-//! operator is a workload of the tuning cache (the same records as tuning
-//! that operator alone); identical workloads are one task, weighted by how
-//! often they occur. Nodes built with the te API are not tasks yet.
+//! The tunable tasks of a model: the kernels of its fused graph (see
+//! [`fusion`](super::fusion)), one task per distinct workload key, weighted
+//! by how often it occurs. A kernel that is a registry operator is that
+//! operator's task (the records of tuning it alone apply); any other is a
+//! task of its te DAG ([`Task::from_dag`]). Identical groups in one model,
+//! or in two models, are the same task and share their records.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
-use crate::search::{Suite, SuiteWorkload};
+use crate::measure::Task;
+use crate::search::SuiteTask;
 
 use super::error::GraphError;
+use super::fusion::fuse;
 use super::ir::Graph;
-use super::lower::{Lowered, lower_node};
+use super::lower::Lowered;
 
-/// A model's tasks as a suite, and the nodes that are not tasks.
+/// One task of a model.
 #[derive(Clone, Debug)]
-pub struct ModelTasks {
-    /// One workload per distinct registry operator and shape, weighted by
-    /// its occurrences, in order of first occurrence.
-    pub suite: Suite,
-    /// Kernel nodes that are no registry operator, with the DAG they run
-    /// (`Op[in→out]`): they keep the default schedule.
-    pub untunable: Vec<(String, String)>,
+pub struct ModelTask {
+    /// The task, with its workload key.
+    pub task: Task,
+    /// How many kernels of the model run it.
+    pub weight: f64,
+    /// The graph nodes (fused groups) that run it, in graph order.
+    pub nodes: Vec<String>,
 }
 
-/// The tasks of `graph`, as a suite named `name`.
-pub fn model_tasks(graph: &Graph, name: &str) -> Result<ModelTasks, GraphError> {
-    let mut order: Vec<(String, String)> = Vec::new();
-    let mut counts: BTreeMap<(String, String), f64> = BTreeMap::new();
-    let mut untunable = Vec::new();
-    for node in &graph.nodes {
-        match lower_node(graph, node)? {
-            Lowered::Alias => {}
-            Lowered::Kernel(k) => match k.registry_op {
-                Some(workload) => {
-                    let count = counts.entry(workload.clone()).or_insert(0.0);
-                    if *count == 0.0 {
-                        order.push(workload);
-                    }
-                    *count += 1.0;
-                }
-                None => untunable.push((node.name.clone(), k.dag.label().to_string())),
-            },
-        }
+/// A model's tasks, in order of first occurrence.
+#[derive(Clone, Debug)]
+pub struct ModelTasks {
+    /// The model's name.
+    pub name: String,
+    /// The tasks.
+    pub tasks: Vec<ModelTask>,
+}
+
+impl ModelTasks {
+    /// The tasks as the task scheduler takes them, labelled `T<i>-<family>`.
+    pub fn suite_tasks(&self) -> Vec<SuiteTask> {
+        self.tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| SuiteTask {
+                label: format!("T{i}-{}", t.task.family()),
+                task: t.task.clone(),
+                weight: t.weight,
+            })
+            .collect()
     }
-    let workloads = order
-        .into_iter()
-        .enumerate()
-        .map(|(i, (op, shape))| {
-            let weight = counts
-                .get(&(op.clone(), shape.clone()))
-                .copied()
-                .unwrap_or(1.0);
-            SuiteWorkload {
-                label: format!("T{i}-{op}"),
-                op,
-                shape,
-                weight,
-            }
-        })
-        .collect();
+
+    /// How many kernels the tasks cover.
+    pub fn kernels(&self) -> f64 {
+        self.tasks.iter().map(|t| t.weight).sum()
+    }
+}
+
+/// The tasks of `graph` (the graph that compiles: after the passes), as
+/// the model called `name`.
+///
+/// Errors: a node that does not lower, or a kernel that cannot be a task
+/// (its DAG does not survive serialisation: [`Task::from_dag`]).
+pub fn model_tasks(graph: &Graph, name: &str) -> Result<ModelTasks, GraphError> {
+    let fused = fuse(graph, &[])?;
+    let mut tasks: Vec<ModelTask> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (node, lowered) in fused.graph.nodes.iter().zip(&fused.lowered) {
+        let Lowered::Kernel(kernel) = lowered else {
+            continue;
+        };
+        let hash = kernel.dag.workload_key().hash;
+        if let Some(&i) = index.get(&hash) {
+            tasks[i].weight += 1.0;
+            tasks[i].nodes.push(node.name.clone());
+            continue;
+        }
+        let task = match &kernel.registry_op {
+            Some((op, shape)) => Task::from_registry(op, shape),
+            None => Task::from_dag(kernel.dag.clone()),
+        }
+        .map_err(|e| GraphError::Kernel {
+            node: node.name.clone(),
+            op_type: node.op.name().to_string(),
+            reason: format!("its kernel cannot be a tuning task: {e}"),
+        })?;
+        index.insert(hash, tasks.len());
+        tasks.push(ModelTask {
+            task,
+            weight: 1.0,
+            nodes: vec![node.name.clone()],
+        });
+    }
     Ok(ModelTasks {
-        suite: Suite {
-            name: name.to_string(),
-            description: format!(
-                "the registry-operator tasks of model {name} (weight: occurrences)"
-            ),
-            workloads,
-        },
-        untunable,
+        name: name.to_string(),
+        tasks,
     })
 }

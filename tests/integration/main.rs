@@ -29,6 +29,7 @@ mod measure_isolation;
 mod onnx_import;
 mod onnx_memory_plan;
 mod onnx_passes;
+mod onnx_tasks;
 mod onnx_vs_ort;
 mod ops_reference;
 mod ort_harness;

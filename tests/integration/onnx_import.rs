@@ -445,13 +445,14 @@ fn tuned_records_of_registry_operators_apply_to_model_nodes() {
 }
 
 #[test]
-fn tuning_a_model_tunes_its_registry_tasks_and_run_uses_them() {
+fn tuning_a_model_tunes_its_fused_tasks_and_run_uses_them() {
     use tessera::te::{DType, HostTensor};
     let dir = Scratch::new("onnx-import-tune-model");
     let mut m = one_matmul();
     if let Some(g) = m.graph.as_mut() {
-        // Two MatMuls of one workload (one task, weight 2; their weights
-        // differ, or the passes merge them) and a Relu.
+        // Two MatMuls of one workload (their weights differ, or the passes
+        // merge them), their sum and a Relu: fused, the second MatMul is
+        // the registry's matmul and the first one takes the Add and Relu.
         g.node
             .push(node("MatMul", "mm2", &["x", "w2"], &["y2"], vec![]));
         let w2 = crate::common::onnx_models::ramp(128, 11);
@@ -481,11 +482,11 @@ fn tuning_a_model_tunes_its_registry_tasks_and_run_uses_them() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("2 tasks (3 nodes), 1 nodes without a task"),
+        stdout.contains("2 tasks for its 2 kernels after fusion"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("T0-matmul") && stdout.contains("T1-relu"),
+        stdout.contains("T0-matmul ") && stdout.contains("T1-matmul+Add+Relu "),
         "{stdout}"
     );
     let x = dir.join("x.npy");
@@ -499,7 +500,7 @@ fn tuning_a_model_tunes_its_registry_tasks_and_run_uses_them() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("kernels: 3 tuned, 1 on the default schedule"),
+        stdout.contains("kernels: 2 tuned, 0 on the default schedule"),
         "{stdout}"
     );
 }

@@ -166,16 +166,9 @@ fn kernel_of(
         };
         return Ok((loaded.kernel, source));
     }
-    let (state, source) = match (options.db, &lowered.registry_op) {
-        (Some(db), Some((op, shape))) => cached_state(db, lowered, op, shape),
-        (Some(_), None) => (
-            State::new(&lowered.dag),
-            NodeSource::Default(
-                "no registry operator fits this node, so the tuning cache has no records of it"
-                    .to_string(),
-            ),
-        ),
-        (None, _) => (
+    let (state, source) = match options.db {
+        Some(db) => cached_state(db, lowered),
+        None => (
             State::new(&lowered.dag),
             NodeSource::Default("no library or tuning cache given".to_string()),
         ),
@@ -185,12 +178,17 @@ fn kernel_of(
     Ok((Rc::new(kernel), source))
 }
 
-/// The best record of a registry operator's workload in the cache, replayed.
-fn cached_state(db: &TuningDb, lowered: &NodeKernel, op: &str, shape: &str) -> (State, NodeSource) {
+/// The best record of the kernel's workload in the cache (its registry
+/// operator's, or its DAG's), replayed.
+fn cached_state(db: &TuningDb, lowered: &NodeKernel) -> (State, NodeSource) {
     let default = |why: String| (State::new(&lowered.dag), NodeSource::Default(why));
-    let task = match Task::from_registry(op, shape) {
+    let task = match &lowered.registry_op {
+        Some((op, shape)) => Task::from_registry(op, shape),
+        None => Task::from_dag(lowered.dag.clone()),
+    };
+    let task = match task {
         Ok(task) => task,
-        Err(e) => return default(format!("{op} {shape}: {e}")),
+        Err(e) => return default(format!("{}: {e}", lowered.dag.label())),
     };
     let device = host_device().key();
     match db.lookup(&task, &device) {

@@ -1,0 +1,213 @@
+//! A model's tasks: the fused groups of ResNet-50 and of the BERT layer,
+//! their count and keys, the same in every process; a task tuned in one
+//! model is the same task, with the same records, in another.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::onnx_models::{node, ort_python, value, write};
+use crate::common::{Scratch, package_root, tessera};
+use tessera::graph::tasks::{ModelTasks, model_tasks};
+use tessera::graph::{CompileOptions, Model, NodeSource};
+
+fn generated(python: &Path, dir: &Path, name: &str, what: &[&str]) -> std::path::PathBuf {
+    let path = dir.join(format!("{name}.onnx"));
+    let out = Command::new(python)
+        .arg(package_root().join("bench/models/models.py"))
+        .args(what)
+        .args(["--out", path.to_str().expect("utf-8 path"), "--seed", "3"])
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "models.py {what:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+fn tasks_of(path: &Path) -> ModelTasks {
+    let model = Model::load(path).expect("loads");
+    let (optimized, _) = model.optimized().expect("the passes run");
+    model_tasks(&optimized, "m").expect("tasks")
+}
+
+/// Task family → (distinct tasks, kernels).
+fn families(tasks: &ModelTasks) -> BTreeMap<String, (usize, f64)> {
+    let mut out: BTreeMap<String, (usize, f64)> = BTreeMap::new();
+    for t in &tasks.tasks {
+        let entry = out.entry(t.task.family().to_string()).or_default();
+        entry.0 += 1;
+        entry.1 += t.weight;
+    }
+    out
+}
+
+/// The keys of `tasks` must be printed by `model show --passes`, which runs
+/// in another process: the keys do not depend on the process.
+fn assert_keys_in_another_process(path: &Path, tasks: &ModelTasks) {
+    let out = tessera(&["model", "show", "--passes", path.to_str().expect("utf-8")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for t in &tasks.tasks {
+        // Groups of one node are listed with the nodes, not as groups.
+        if t.task.family().contains('+') {
+            let key = t.task.key().to_string();
+            assert!(text.contains(&key), "{key} not in model show:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn the_tasks_of_resnet50_and_the_bert_layer_are_stable() {
+    let Some(python) = ort_python("onnx_tasks::stable") else {
+        return;
+    };
+    let dir = Scratch::new("onnx-tasks-stable");
+    let resnet = generated(&python, &dir, "r50", &["light", "resnet50"]);
+    let bert = generated(&python, &dir, "bert", &["bert"]);
+    for (path, kernels, expected) in [
+        (
+            &resnet,
+            57.0,
+            &[
+                ("avg_pool2d", 1, 1.0),
+                ("conv2d_bias", 4, 4.0),
+                ("conv2d_bias+Relu", 16, 33.0),
+                ("conv2d_bias+Sum+Relu", 4, 16.0),
+                ("dense_bias", 1, 1.0),
+                ("max_pool2d", 1, 1.0),
+                ("softmax", 1, 1.0),
+            ][..],
+        ),
+        (
+            &bert,
+            15.0,
+            &[
+                ("LayerNormalization", 1, 2.0),
+                ("batch_matmul", 1, 1.0),
+                ("batch_matmul+Div+Add", 1, 1.0),
+                ("matmul+Add", 1, 3.0),
+                ("matmul+Add+Add", 2, 2.0),
+                ("matmul+Add+Div+Erf+Add+Mul+Mul", 1, 1.0),
+                ("Transpose", 3, 4.0),
+                ("softmax", 1, 1.0),
+            ][..],
+        ),
+    ] {
+        let first = tasks_of(path);
+        assert_eq!(first.kernels(), kernels, "{}", path.display());
+        let got = families(&first);
+        let want: BTreeMap<String, (usize, f64)> = expected
+            .iter()
+            .map(|(f, n, w)| (f.to_string(), (*n, *w)))
+            .collect();
+        assert_eq!(got, want, "{}", path.display());
+        // The same keys again, and in another process.
+        let again = tasks_of(path);
+        let keys = |t: &ModelTasks| -> Vec<String> {
+            t.tasks.iter().map(|t| t.task.key().hash.clone()).collect()
+        };
+        assert_eq!(keys(&first), keys(&again));
+        assert_keys_in_another_process(path, &first);
+    }
+}
+
+/// conv + bias + relu, then (`extra`) another convolution.
+fn conv_relu_model(extra: bool) -> tessera::graph::onnx::proto::ModelProto {
+    use crate::common::onnx_models::{floats, graph, model, ramp};
+    let mut nodes = vec![
+        node("Conv", "conv", &["x", "w", "b"], &["c"], vec![]),
+        node("Relu", "relu", &["c"], &["r"], vec![]),
+    ];
+    let mut output = "r";
+    if extra {
+        nodes.push(node("Conv", "conv2", &["r", "w2"], &["y"], vec![]));
+        output = "y";
+    }
+    let mut inits = vec![
+        floats("w", &[4, 3, 1, 1], ramp(12, 3)),
+        floats("b", &[4], ramp(4, 5)),
+    ];
+    if extra {
+        inits.push(floats("w2", &[2, 4, 1, 1], ramp(8, 7)));
+    }
+    let out_channels = if extra { 2 } else { 4 };
+    model(
+        13,
+        graph(
+            nodes,
+            vec![value("x", &[Some(1), Some(3), Some(6), Some(6)])],
+            vec![value(
+                output,
+                &[Some(1), Some(out_channels), Some(6), Some(6)],
+            )],
+            inits,
+        ),
+    )
+}
+
+#[test]
+fn a_task_tuned_in_one_model_is_tuned_in_another_that_contains_it() {
+    let dir = Scratch::new("onnx-tasks-shared");
+    let small = write(&dir, "small.onnx", &conv_relu_model(false));
+    let large = write(&dir, "large.onnx", &conv_relu_model(true));
+    let small_tasks = tasks_of(&small);
+    let large_tasks = tasks_of(&large);
+    assert_eq!(small_tasks.tasks.len(), 1);
+    let shared = &small_tasks.tasks[0].task;
+    assert_eq!(shared.family(), "conv2d_bias+Relu");
+    assert!(
+        large_tasks
+            .tasks
+            .iter()
+            .any(|t| t.task.key() == shared.key()),
+        "the larger model has the task"
+    );
+    let db = dir.join("tuning.db");
+    let out = tessera(&[
+        "tune",
+        small.to_str().expect("utf-8"),
+        "--trials",
+        "4",
+        "--db",
+        db.to_str().expect("utf-8"),
+        "--remeasure",
+        "0",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let db = tessera::db::TuningDb::open(&db).expect("opens");
+    let model = Model::load(&large).expect("loads");
+    let compiled = model
+        .compile(&CompileOptions {
+            db: Some(&db),
+            ..CompileOptions::default()
+        })
+        .expect("compiles");
+    let sources = compiled.sources();
+    let (_, _, source) = sources
+        .iter()
+        .find(|(name, _, _)| name.starts_with("conv+"))
+        .expect("the conv group");
+    assert!(
+        matches!(source, NodeSource::Tuned(from) if from.contains("conv2d_bias+Relu")),
+        "{source}"
+    );
+    // The rest of the larger model was never tuned.
+    assert!(
+        sources
+            .iter()
+            .filter(|(name, _, _)| !name.starts_with("conv+"))
+            .all(|(_, _, s)| !matches!(s, NodeSource::Tuned(_))),
+        "{sources:?}"
+    );
+}
