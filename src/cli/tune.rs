@@ -610,8 +610,13 @@ fn render_suite(
             } else {
                 String::new()
             },
-            t.report
-                .speedup()
+            // From latencies: a task without FLOPs (a transpose) has no
+            // GFLOP/s to compare.
+            t.default_latency_s
+                .zip(t.best_latency_s)
+                .map(|(d, b)| d / b)
+                .or_else(|| t.report.speedup())
+                .filter(|s| s.is_finite())
                 .map_or("-".to_string(), |s| format!("{s:.2}x")),
             t.report.trials,
             t.rounds,
