@@ -33,6 +33,10 @@ pub struct CompileOptions<'a> {
     /// Run the graph passes ([`crate::graph::passes::PASSES`]) before
     /// lowering (default: on).
     pub passes: bool,
+    /// With a library: lay out each constant input that a node's tuned
+    /// schedule reads only through one packing copy once, here, instead of
+    /// on every run (default: off).
+    pub prepack: bool,
 }
 
 impl Default for CompileOptions<'_> {
@@ -42,6 +46,7 @@ impl Default for CompileOptions<'_> {
             db: None,
             keep: Vec::new(),
             passes: true,
+            prepack: false,
         }
     }
 }
@@ -111,13 +116,25 @@ pub(super) fn compile(
                 nodes.push(CompiledNode::alias(node));
             }
             Lowered::Kernel(lowered) => {
-                let hash = lowered.dag.workload_key().hash;
-                let (kernel, source) = match compiled.get(&hash) {
-                    Some(done) => done.clone(),
+                let prepacked = match options.library.filter(|_| options.prepack) {
+                    Some(library) => {
+                        super::prepack::prepacked(library, graph, node, &lowered, &mut slots)?
+                    }
+                    None => None,
+                };
+                let (kernel, source, lowered) = match prepacked {
+                    Some(done) => done,
                     None => {
-                        let done = kernel_of(node, &lowered, options, &codegen_options)?;
-                        compiled.insert(hash, done.clone());
-                        done
+                        let hash = lowered.dag.workload_key().hash;
+                        let (kernel, source) = match compiled.get(&hash) {
+                            Some(done) => done.clone(),
+                            None => {
+                                let done = kernel_of(node, &lowered, options, &codegen_options)?;
+                                compiled.insert(hash, done.clone());
+                                done
+                            }
+                        };
+                        (kernel, source, lowered)
                     }
                 };
                 for output in &lowered.outputs {
