@@ -692,3 +692,63 @@ type NodeWithInits = (
     tessera::graph::onnx::proto::NodeProto,
     Vec<tessera::graph::onnx::proto::TensorProto>,
 );
+
+/// `tessera ci --onnx`: the model's tasks tuned and published, its model
+/// artifact deployed, its latency before and after in the report; the
+/// published folder runs it with `--from`.
+#[test]
+fn ci_on_a_model_tunes_deploys_and_reports_its_latency() {
+    let dir = Scratch::new("onnx-deploy-ci");
+    let path = dense_model(&dir);
+    let out = dir.join("ci");
+    let stdout = ok(
+        &tessera(&[
+            "ci",
+            "--onnx",
+            s(&path),
+            "--out",
+            s(&out),
+            "--trials-per-task",
+            "1",
+            "--remeasure",
+            "0",
+            "--allow-regression",
+        ]),
+        "ci --onnx",
+    );
+    assert!(
+        stdout.contains("latency") && stdout.contains("(default) ->"),
+        "{stdout}"
+    );
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("model_report.json")).expect("model_report.json"),
+    )
+    .expect("parses");
+    assert!(
+        report["after_ms"].as_f64().is_some_and(|t| t > 0.0),
+        "{report:#}"
+    );
+    assert_eq!(report["before_from"], "default", "{report:#}");
+    let schedules = out.join("schedules");
+    let folder = model_dir(&schedules, &host_device().key(), &path);
+    assert!(folder.join(MODEL_FILE).is_file(), "{stdout}");
+    let deployed = Model::load_deployed(&schedules, &path).expect("loads");
+    assert!(deployed.from_artifact(), "{}", deployed.origin);
+    // A second run starts from the published folder.
+    let stdout = ok(
+        &tessera(&[
+            "ci",
+            "--onnx",
+            s(&path),
+            "--out",
+            s(&out),
+            "--trials-per-task",
+            "2",
+            "--remeasure",
+            "0",
+            "--allow-regression",
+        ]),
+        "ci --onnx again",
+    );
+    assert!(stdout.contains("(schedules) ->"), "{stdout}");
+}
