@@ -25,7 +25,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,26p' "$0" >&2
+    sed -n '2,24p' "$0" >&2
     exit 2
 }
 
@@ -38,19 +38,23 @@ tessera_bin() {
     fi
 }
 
+# `--trials-per-task 32` unless the flags give a budget.
+default_budget() {
+    for arg in "$@"; do
+        if [[ $arg == --trials-per-task* || $arg == --time-budget* ]]; then
+            return
+        fi
+    done
+    echo --trials-per-task 32
+}
+
 tune() {
     (($# >= 2)) || usage
     local suite=$1 out=$2
     shift 2
-    local budget=(--trials-per-task 32)
-    for arg in "$@"; do
-        if [[ $arg == --trials-per-task* || $arg == --time-budget* ]]; then
-            budget=()
-        fi
-    done
     local bin
     bin=$(tessera_bin)
-    "$bin" ci --suite "$suite" --out "$out" "${budget[@]}" "$@"
+    "$bin" ci --suite "$suite" --out "$out" $(default_budget "$@") "$@"
     "$bin" deploy --verify "$out/schedules"
 }
 
@@ -58,15 +62,9 @@ model() {
     (($# >= 2)) || usage
     local onnx=$1 out=$2
     shift 2
-    local budget=(--trials-per-task 32)
-    for arg in "$@"; do
-        if [[ $arg == --trials-per-task* || $arg == --time-budget* ]]; then
-            budget=()
-        fi
-    done
     local bin
     bin=$(tessera_bin)
-    "$bin" ci --onnx "$onnx" --out "$out" "${budget[@]}" "$@"
+    "$bin" ci --onnx "$onnx" --out "$out" $(default_budget "$@") "$@"
     "$bin" deploy --verify "$out/schedules"
     "$bin" model bench "$onnx" --from "$out/schedules" --no-ort --runs 5
 }

@@ -22,16 +22,16 @@ use tessera::graph::deployed::{
 use tessera::graph::lower::{Lowered, lower_node};
 use tessera::graph::npy::{read_npy, write_npy};
 use tessera::graph::onnx::{ImportOptions, encode, export, import_bytes};
-use tessera::graph::{CompileOptions, CompiledModel, Graph, Model, NodeSource};
+use tessera::graph::{CompileOptions, CompiledModel, Model, NodeSource};
 use tessera::measure::{MeasureResult, Task};
 use tessera::runtime::host_device;
-use tessera::schedule::{Step, steps_from_json};
+use tessera::schedule::Step;
 use tessera::te::{DType, HostTensor};
 
 use crate::common::onnx_models::{
     Attr, floats, graph, int64s, model, node, ort_python, ramp, small_cnn, value, write,
 };
-use crate::common::{Scratch, ok_result, reduction_length, tessera};
+use crate::common::{Scratch, ok_result, rounding_depth, tessera};
 
 fn ok(out: &Output, what: &str) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -45,19 +45,6 @@ fn ok(out: &Output, what: &str) -> String {
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("a UTF-8 path")
-}
-
-/// √(Σ L) over the graph's kernels.
-fn rounding_depth(g: &Graph) -> f64 {
-    let total: usize = g
-        .nodes
-        .iter()
-        .map(|n| match lower_node(g, n) {
-            Ok(Lowered::Kernel(k)) => reduction_length(&k.dag).max(1),
-            _ => 0,
-        })
-        .sum();
-    (total.max(1) as f64).sqrt()
 }
 
 /// Asserts `got` is within the error bound of `want`.
@@ -188,7 +175,7 @@ fn a_deployed_model_loads_without_search_and_matches() {
         .expect("runs")
         .remove(0)
         .1;
-    let depth = rounding_depth(undeployed.graph());
+    let depth = rounding_depth(undeployed.graph()).max(1.0);
     assert_near(&got, &want, depth, "deployed vs undeployed");
 
     // The CLI: `run --from`, no database, tuned sources reported.
@@ -446,25 +433,6 @@ fn dense_model(dir: &Path) -> PathBuf {
     write(dir, "dense.onnx", &m)
 }
 
-/// The weight packed per column panel into `weight.local` (a transposing
-/// copy) and the portable 4×4 micro-kernel (as in `deploy_layout`).
-fn packed_dense_steps() -> Vec<Step> {
-    steps_from_json(
-        r#"[
-        {"kind":"cache_write","stage":"dense"},
-        {"kind":"cache_read","stage":"weight","readers":["dense.local"],"layout":[1,0]},
-        {"kind":"split","stage":"dense","iter":"i0","factors":[4]},
-        {"kind":"split","stage":"dense","iter":"i1","factors":[4]},
-        {"kind":"reorder","stage":"dense","order":["i1.0","i0.0","i0.1","i1.1"]},
-        {"kind":"compute_at","stage":"dense.local","target":"dense","iter":"i0.0"},
-        {"kind":"compute_at","stage":"weight.local","target":"dense","iter":"i1.0"},
-        {"kind":"reorder","stage":"dense.local","order":["k","i0","i1"]},
-        {"kind":"tensorize","stage":"dense.local","iter":"k","intrinsic":"generic_4x4"}
-    ]"#,
-    )
-    .expect("steps parse")
-}
-
 /// A tuned schedule that reads the weight through one packing copy: the
 /// model artifact lists it as prepacked, loading lays it out once (the
 /// source says so), and the output is the unpacked kernel's, bit for bit.
@@ -474,7 +442,7 @@ fn weights_are_laid_out_once_at_load_where_the_schedule_allows() {
     let path = dense_model(&dir);
     let mut db = TuningDb::open(&dir.join("tuning.db")).expect("db");
     let task = Task::from_registry("dense", "M=16,N=40,K=24").expect("dense");
-    let steps = packed_dense_steps();
+    let steps = crate::deploy_layout::tensorized_dense();
     db.record_batch(&task, host_device(), &[(&steps, &ok_result(1e-5, 1.8e9))])
         .expect("recorded");
     let schedules = dir.join("schedules");
@@ -701,21 +669,22 @@ fn ci_on_a_model_tunes_deploys_and_reports_its_latency() {
     let dir = Scratch::new("onnx-deploy-ci");
     let path = dense_model(&dir);
     let out = dir.join("ci");
-    let stdout = ok(
-        &tessera(&[
+    let ci = |trials: &str| {
+        let args = [
             "ci",
             "--onnx",
             s(&path),
             "--out",
             s(&out),
             "--trials-per-task",
-            "1",
+            trials,
             "--remeasure",
             "0",
             "--allow-regression",
-        ]),
-        "ci --onnx",
-    );
+        ];
+        ok(&tessera(&args), "ci --onnx")
+    };
+    let stdout = ci("1");
     assert!(
         stdout.contains("latency") && stdout.contains("(default) ->"),
         "{stdout}"
@@ -735,20 +704,6 @@ fn ci_on_a_model_tunes_deploys_and_reports_its_latency() {
     let deployed = Model::load_deployed(&schedules, &path).expect("loads");
     assert!(deployed.from_artifact(), "{}", deployed.origin);
     // A second run starts from the published folder.
-    let stdout = ok(
-        &tessera(&[
-            "ci",
-            "--onnx",
-            s(&path),
-            "--out",
-            s(&out),
-            "--trials-per-task",
-            "2",
-            "--remeasure",
-            "0",
-            "--allow-regression",
-        ]),
-        "ci --onnx again",
-    );
+    let stdout = ci("2");
     assert!(stdout.contains("(schedules) ->"), "{stdout}");
 }

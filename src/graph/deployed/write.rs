@@ -326,8 +326,7 @@ fn best_artifact(
     let records: Vec<TuningRecord> = db.best(&kernel.key.hash, &device.hash, CANDIDATES)?;
     if records.is_empty() {
         return Ok(Err(format!(
-            "not tuned on this device ({device}): the database has no successful record of {}",
-            kernel.key.readable
+            "not tuned on this device ({device}): no successful record in the database"
         )));
     }
     let mut first_failure: Option<String> = None;
