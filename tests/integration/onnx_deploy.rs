@@ -644,6 +644,11 @@ fn graphs_round_trip_through_onnx() {
         for (name, value) in g.weights() {
             assert_eq!(back.constant(name), Some(value), "opset {opset}: {name}");
         }
+        for node in &g.nodes {
+            for t in node.inputs.iter().chain(&node.outputs) {
+                assert_eq!(back.info(t), g.info(t), "opset {opset}: tensor {t}");
+            }
+        }
     }
     // Small CNNs (Conv, pools, Gemm, Reshape, BatchNormalization folded).
     for opset in [13, 17] {
