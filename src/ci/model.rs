@@ -81,7 +81,7 @@ pub fn model_latency(model: &Path, schedules: &Path) -> Result<(Duration, String
     let (mut compiled, from) = if schedules.is_dir() {
         let library = Library::open(schedules)?;
         let deployed = Model::load_deployed(schedules, model)?;
-        (deployed.compile(&library, Vec::new(), true)?, "schedules")
+        (deployed.compile(&library, Vec::new(), false)?, "schedules")
     } else {
         let compiled = Model::load(model)?.compile(&CompileOptions::default())?;
         (compiled, "default")
@@ -128,7 +128,7 @@ pub fn finish_model(
     let deployed = deploy_model(&database, device, model, &options)?;
     let library = Library::open(schedules)?;
     let loaded = Model::load_deployed(schedules, model)?;
-    let mut compiled = loaded.compile(&library, Vec::new(), true)?;
+    let mut compiled = loaded.compile(&library, Vec::new(), false)?;
     let tuned = compiled
         .sources()
         .iter()

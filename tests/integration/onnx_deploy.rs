@@ -492,6 +492,41 @@ fn weights_are_laid_out_once_at_load_where_the_schedule_allows() {
         (24f64).sqrt(),
         "prepacked vs default",
     );
+    // The CLI lays them out when asked (`--prepack`), and says so.
+    let x = dir.join("x.npy");
+    write_npy(&x, &inputs[0].1).unwrap();
+    let y = dir.join("y.npy");
+    let from = ["--from", s(&schedules)];
+    let input = format!("x={}", x.display());
+    let run = [
+        "run",
+        s(&path),
+        from[0],
+        from[1],
+        "--prepack",
+        "--input",
+        &input,
+        "--output",
+        s(&y),
+    ];
+    ok(&tessera(&run), "run --prepack");
+    assert_eq!(read_npy(&y).unwrap(), got[0].1);
+    let bench = [
+        "model",
+        "bench",
+        s(&path),
+        from[0],
+        from[1],
+        "--prepack",
+        "--no-ort",
+        "--runs",
+        "1",
+    ];
+    let stdout = ok(&tessera(&bench), "bench --prepack");
+    assert!(
+        stdout.contains("weights:  laid out once at load"),
+        "{stdout}"
+    );
 }
 
 /// Graphs after the passes come back the same from their ONNX bytes, at

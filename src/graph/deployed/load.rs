@@ -3,7 +3,8 @@
 //! was deployed from exactly the given `.onnx` (SHA-256), and otherwise says
 //! why in one line and imports the `.onnx` as usual (the passes then run
 //! when compiling). Either way the kernels come from the library of `DIR`
-//! (tuned artifact or default with the reason), with weights laid out once.
+//! (tuned artifact or default with the reason), with weights laid out once
+//! when asked.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
