@@ -403,3 +403,49 @@ fn same_graph(a: &Graph, b: &Graph) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::ir::{BinaryOp, Node, Op, TensorInfo};
+    use crate::te::HostTensor;
+
+    fn graph(w: Vec<f32>) -> Graph {
+        let mut g = Graph {
+            name: "g".into(),
+            opset: 13,
+            inputs: vec!["x".into()],
+            outputs: vec!["y".into()],
+            ..Graph::default()
+        };
+        for t in ["x", "w", "y"] {
+            g.tensors.insert(t.into(), TensorInfo::f32(&[2]));
+        }
+        g.constants
+            .insert("w".into(), HostTensor::from_f32(&[2], w).expect("2 values"));
+        g.nodes.push(Node {
+            name: "add".into(),
+            op: Op::Binary(BinaryOp::Add),
+            inputs: vec!["x".into(), "w".into()],
+            outputs: vec!["y".into()],
+        });
+        g
+    }
+
+    #[test]
+    fn the_round_trip_guard_sees_a_changed_weight_shape_or_node() {
+        assert_eq!(
+            same_graph(&graph(vec![1.0, 2.0]), &graph(vec![1.0, 2.0])),
+            Ok(())
+        );
+        let changed = same_graph(&graph(vec![1.0, 2.0]), &graph(vec![1.0, 3.0]));
+        assert!(changed.is_err_and(|e| e.contains("'w'")));
+        let mut other = graph(vec![1.0, 2.0]);
+        other.tensors.insert("y".into(), TensorInfo::f32(&[1, 2]));
+        let shape = same_graph(&graph(vec![1.0, 2.0]), &other);
+        assert!(shape.is_err_and(|e| e.contains("'y'")));
+        let mut other = graph(vec![1.0, 2.0]);
+        other.nodes[0].op = Op::Binary(BinaryOp::Mul);
+        assert!(same_graph(&graph(vec![1.0, 2.0]), &other).is_err());
+    }
+}

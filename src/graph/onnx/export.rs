@@ -391,3 +391,33 @@ fn value(name: &str, elem: tensor_proto::DataType, dims: &[usize]) -> ValueInfoP
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::shapes;
+    use super::*;
+
+    #[test]
+    fn slice_ends_give_back_every_slice() {
+        for dim in 1..9usize {
+            for start in 0..dim as i64 {
+                for step in [-3i64, -2, -1, 1, 2, 3] {
+                    let room = if step > 0 {
+                        dim as i64 - start
+                    } else {
+                        start + 1
+                    };
+                    let longest = (room + step.abs() - 1) / step.abs();
+                    for len in 1..=longest {
+                        let end = slice_end(start, step, len);
+                        assert_eq!(
+                            shapes::slice(dim, start, end, step),
+                            Ok((start, step, len as usize)),
+                            "dim {dim}, start {start}, step {step}, len {len}: end {end}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
