@@ -138,6 +138,26 @@ fn a_deployed_model_loads_without_search_and_matches() {
         .count();
     assert!(tuned_tasks >= 1, "{:?}", artifact.tasks);
     assert!(artifact.memory.arena_bytes >= artifact.memory.lower_bound_bytes);
+    // Deploying again changes no artifact; --json says so per task.
+    let again = ok(
+        &tessera(&[
+            "deploy",
+            s(&path),
+            "--db",
+            s(&db),
+            "--out",
+            s(&schedules),
+            "--json",
+        ]),
+        "deploy --json",
+    );
+    let json: serde_json::Value = serde_json::from_str(&again).expect("JSON");
+    let rows = json["tasks"].as_array().expect("tasks");
+    assert_eq!(rows.len(), artifact.tasks.len(), "{json:#}");
+    for row in rows {
+        let outcome = row["outcome"].as_str().unwrap_or_default();
+        assert!(outcome == "unchanged" || outcome == "-", "{row}");
+    }
     for task in &artifact.tasks {
         if let TaskSchedule::Artifact(file) = &task.schedule {
             assert!(
