@@ -8,6 +8,12 @@
 #       artifact before anything is published. Default budget:
 #       --trials-per-task 32 unless the flags give one.
 #
+#   scripts/ci-tune.sh model MODEL.onnx OUT [tessera ci flags…]
+#       tune the model's tasks into OUT, deploy them and its model artifact
+#       (OUT/schedules/<device>/models/<stem>/), report its end-to-end
+#       latency before and after (OUT/model_report.json), verify every
+#       artifact, and run the model once from the published folder.
+#
 #   scripts/ci-tune.sh merge OUT SHARD_OUT…
 #       combine the outputs of several shards (run on machines of one class):
 #       merge their databases, deploy every device's best schedules, verify
@@ -19,7 +25,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,20p' "$0" >&2
+    sed -n '2,24p' "$0" >&2
     exit 2
 }
 
@@ -32,20 +38,35 @@ tessera_bin() {
     fi
 }
 
+# `--trials-per-task 32` unless the flags give a budget.
+default_budget() {
+    for arg in "$@"; do
+        if [[ $arg == --trials-per-task* || $arg == --time-budget* ]]; then
+            return
+        fi
+    done
+    echo --trials-per-task 32
+}
+
 tune() {
     (($# >= 2)) || usage
     local suite=$1 out=$2
     shift 2
-    local budget=(--trials-per-task 32)
-    for arg in "$@"; do
-        if [[ $arg == --trials-per-task* || $arg == --time-budget* ]]; then
-            budget=()
-        fi
-    done
     local bin
     bin=$(tessera_bin)
-    "$bin" ci --suite "$suite" --out "$out" "${budget[@]}" "$@"
+    "$bin" ci --suite "$suite" --out "$out" $(default_budget "$@") "$@"
     "$bin" deploy --verify "$out/schedules"
+}
+
+model() {
+    (($# >= 2)) || usage
+    local onnx=$1 out=$2
+    shift 2
+    local bin
+    bin=$(tessera_bin)
+    "$bin" ci --onnx "$onnx" --out "$out" $(default_budget "$@") "$@"
+    "$bin" deploy --verify "$out/schedules"
+    "$bin" model bench "$onnx" --from "$out/schedules" --no-ort --runs 5
 }
 
 merge() {
@@ -81,6 +102,7 @@ merge() {
 
 case "${1:-}" in
 tune) shift && tune "$@" ;;
+model) shift && model "$@" ;;
 merge) shift && merge "$@" ;;
 *) usage ;;
 esac

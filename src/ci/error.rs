@@ -33,6 +33,12 @@ pub enum CiError {
     /// Deployment.
     #[error(transparent)]
     Deploy(#[from] crate::deploy::DeployError),
+    /// The model (`--onnx`): import, passes, compiling, running.
+    #[error(transparent)]
+    Graph(#[from] crate::graph::GraphError),
+    /// Deploying the model artifact (`--onnx`).
+    #[error(transparent)]
+    ModelArtifact(#[from] crate::graph::deployed::ModelArtifactError),
     /// Retraining the cost model.
     #[error(transparent)]
     Cost(#[from] crate::cost::CostError),

@@ -189,6 +189,25 @@ impl CiReport {
 /// Called with a line saying which step starts.
 pub type Stage<'a> = &'a dyn Fn(&str);
 
+/// What a CI run tunes: a suite file's workloads, or a model's fused tasks.
+#[derive(Clone, Debug)]
+pub struct CiTasks {
+    /// The suite's (or model's) name, in the report.
+    pub name: String,
+    /// The tasks, in tuning (warm-up) order.
+    pub tasks: Vec<SuiteTask>,
+}
+
+impl CiTasks {
+    /// The workloads of `suite`.
+    pub fn of_suite(suite: &Suite) -> Result<CiTasks, CiError> {
+        Ok(CiTasks {
+            name: suite.name.clone(),
+            tasks: suite.tasks()?,
+        })
+    }
+}
+
 /// Runs the job on `suite` (see the [module docs](super)): tune this
 /// shard's workloads under the budget, resuming from the database; write
 /// the log, the artifacts and the retrained model into `options.out`;
@@ -196,7 +215,7 @@ pub type Stage<'a> = &'a dyn Fn(&str);
 /// and flag regressions. The report files are written by
 /// [`write_report`](super::write_report).
 pub fn run_ci(
-    suite: &Suite,
+    suite: &CiTasks,
     options: &CiOptions,
     measurer: &mut Measurer,
     model: &mut dyn CostModel,
@@ -207,8 +226,8 @@ pub fn run_ci(
     let start = Instant::now();
     let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     check_options(options)?;
-    let all = suite.tasks()?;
-    let tasks = select_shard(options, &all)?;
+    let all = &suite.tasks;
+    let tasks = select_shard(options, all)?;
     std::fs::create_dir_all(&options.out).map_err(CiError::io(&options.out))?;
     let device = host_device();
     let device_key = device.key();

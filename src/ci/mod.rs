@@ -10,6 +10,8 @@
 //! OUT/cost_model/<device>.model      a cost model retrained on the records
 //! OUT/report.md, report.json         the table, the budget, regressions
 //! OUT/curves.svg                     tuning curves of this run
+//! OUT/schedules/<device>/models/<m>/ with --onnx: the model artifact
+//! OUT/model_report.json              with --onnx: latency before/after
 //! ```
 //!
 //! Before publishing, the job compares every workload with the artifact it
@@ -21,6 +23,7 @@ mod budget;
 mod compare;
 mod error;
 mod job;
+mod model;
 mod publish;
 mod report;
 mod shard;
@@ -30,8 +33,9 @@ pub use baseline::{Baseline, Comparison};
 pub use budget::{Budget, trials_spent};
 pub use error::CiError;
 pub use job::{
-    CiOptions, CiOutputs, CiReport, CiWorkload, DB_FILE, LOGS_DIR, MODEL_DIR, SCHEDULES_DIR, Stage,
-    run_ci,
+    CiOptions, CiOutputs, CiReport, CiTasks, CiWorkload, DB_FILE, LOGS_DIR, MODEL_DIR,
+    SCHEDULES_DIR, Stage, run_ci,
 };
+pub use model::{MODEL_REPORT_JSON, ModelCiReport, finish_model, model_latency, model_suite};
 pub use report::{CURVES_SVG, REPORT_JSON, REPORT_MD, markdown, write_report};
 pub use shard::{Shard, ShardParseError};

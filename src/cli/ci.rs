@@ -16,8 +16,14 @@ use crate::search::{SearchOptions, Suite, TuneEvent};
 #[derive(Debug, clap::Args)]
 pub(crate) struct CiArgs {
     /// The suite to tune (see suites/README.md).
-    #[arg(long, value_name = "FILE")]
-    suite: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "onnx")]
+    suite: Option<PathBuf>,
+    /// Tune an ONNX model's tasks instead of a suite, then deploy its
+    /// model artifact into OUT/schedules/<device>/models/ and report its
+    /// end-to-end latency before and after (OUT/model_report.json).
+    /// (`--model` names the search's cost model.)
+    #[arg(long, value_name = "FILE.onnx", conflicts_with_all = ["suite", "shard"])]
+    onnx: Option<PathBuf>,
     /// The output folder: database, log, schedules, cost model, report.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
@@ -67,9 +73,17 @@ pub(crate) fn ci(args: &CiArgs, target: &Target) -> Result<String, CliError> {
     if args.batch_size == 0 {
         return Err(CliError::Usage("--batch-size must be at least 1".into()));
     }
-    let suite = Suite::load(&args.suite)?;
+    let (suite, suite_file) = match (&args.suite, &args.onnx) {
+        (_, Some(model)) => (ci::model_suite(model)?, model.clone()),
+        (Some(file), None) => (ci::CiTasks::of_suite(&Suite::load(file)?)?, file.clone()),
+        (None, None) => {
+            return Err(CliError::Usage(
+                "give --suite FILE or --onnx FILE.onnx".into(),
+            ));
+        }
+    };
     let options = CiOptions {
-        suite_file: args.suite.clone(),
+        suite_file,
         out: args.out.clone(),
         db: args.db.clone(),
         budget: Budget {
@@ -88,11 +102,20 @@ pub(crate) fn ci(args: &CiArgs, target: &Target) -> Result<String, CliError> {
     };
     // Unknown learners fail before anything is tuned.
     cost::new_learner(&options.learner)?;
+    let schedules = args
+        .baseline
+        .clone()
+        .unwrap_or(args.out.join(ci::SCHEDULES_DIR));
+    let before = args
+        .onnx
+        .as_ref()
+        .map(|m| ci::model_latency(m, &schedules))
+        .transpose()?;
     let mut model = args.flags.model(args.seed)?;
     let mut measurer = args.flags.measurer(timeout, target)?;
     let stop = stop_on_ctrl_c();
     let bar = match args.trials_per_task {
-        Some(n) => progress_bar(n * suite.workloads.len().div_ceil(args.shard.count), ""),
+        Some(n) => progress_bar(n * suite.tasks.len().div_ceil(args.shard.count), ""),
         None => progress_bar(0, ""),
     };
     let report = ci::run_ci(
@@ -123,6 +146,17 @@ pub(crate) fn ci(args: &CiArgs, target: &Target) -> Result<String, CliError> {
     bar.finish_and_clear();
     let report = report?;
     let files = ci::write_report(&report)?;
+    let model_report = match (&args.onnx, before) {
+        (Some(path), Some(before)) => Some(ci::finish_model(
+            path,
+            &report.outputs.db,
+            &crate::runtime::host_device().key(),
+            &args.out.join(ci::SCHEDULES_DIR),
+            &args.out,
+            before,
+        )?),
+        _ => None,
+    };
     let text = if args.json {
         std::fs::read_to_string(report.outputs.dir.join(ci::REPORT_JSON)).map_err(|source| {
             CliError::Read {
@@ -131,7 +165,27 @@ pub(crate) fn ci(args: &CiArgs, target: &Target) -> Result<String, CliError> {
             }
         })?
     } else {
-        summary(&report, &files)
+        let mut text = summary(&report, &files);
+        if let Some(m) = &model_report {
+            let _ = writeln!(
+                text,
+                "latency   {:.3} ms ({}) -> {:.3} ms with the model artifact ({:.2}x; median of {} runs; {} kernels tuned, {} default)",
+                m.before_ms,
+                m.before_from,
+                m.after_ms,
+                m.speedup(),
+                m.runs,
+                m.tuned_kernels,
+                m.default_kernels
+            );
+            let _ = writeln!(text, "artifact  {}", m.artifact.display());
+            let _ = writeln!(
+                text,
+                "report    {}",
+                args.out.join(ci::MODEL_REPORT_JSON).display()
+            );
+        }
+        text
     };
     let regressed = report.regressions();
     if stop.load(Ordering::Relaxed) {

@@ -1,6 +1,7 @@
 //! `tessera deploy`: tuned schedules out of the database into the
 //! deployable `schedules/<device>/` folder; `tessera deploy --verify DIR`
-//! checks every artifact of a schedules folder against the reference.
+//! checks every artifact of a schedules folder against the reference;
+//! `tessera deploy m.onnx` deploys a model (see `deploy_model`).
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,19 @@ use crate::runtime::{self, DeviceKey, Target};
 /// with the reference (exit code 3 when any fails).
 #[derive(Debug, clap::Args)]
 pub(crate) struct DeployArgs {
+    /// An ONNX model: deploy its kernels' best schedules of this device
+    /// and its model artifact (OUT/<device>/models/<stem>/: model.json and
+    /// graph.onnx, the graph after the passes), for `tessera run m.onnx
+    /// --from OUT` to load without passes, search or database.
+    #[arg(
+        value_name = "MODEL.onnx",
+        conflicts_with_all = ["verify", "workloads", "aot", "device"]
+    )]
+    model: Option<PathBuf>,
+    /// With a model: the shape of an input with dynamic dimensions
+    /// (`NAME=1,3,224,224`; repeat for several).
+    #[arg(long = "input-shape", value_name = "NAME=D0,D1,…", requires = "model")]
+    input_shapes: Vec<String>,
     /// Deploy nothing: verify every artifact of every device folder in DIR
     /// (replay, compile, run against the reference, time) and report each;
     /// exit code 3 when any fails.
@@ -63,6 +77,17 @@ pub(crate) fn deploy(args: &DeployArgs, target: &Target) -> Result<String, CliEr
         return verify(dir, args.json, target);
     }
     let path = args.db.clone().unwrap_or_else(db::default_path);
+    if let Some(model) = &args.model {
+        let request = super::deploy_model::Request {
+            model,
+            db: &path,
+            out: &args.out,
+            input_shapes: &args.input_shapes,
+            force: args.force,
+            json: args.json,
+        };
+        return super::deploy_model::deploy_model(&request);
+    }
     if !path.is_file() {
         return Err(CliError::Usage(format!(
             "no tuning database at {} (tune first with `tessera tune`, or pass --db)",

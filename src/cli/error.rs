@@ -42,6 +42,9 @@ pub enum CliError {
     /// A model could not be read, compiled or run.
     #[error(transparent)]
     Graph(#[from] crate::graph::GraphError),
+    /// A model artifact could not be deployed.
+    #[error(transparent)]
+    ModelArtifact(#[from] crate::graph::deployed::ModelArtifactError),
     /// Lowering failed.
     #[error(transparent)]
     Lower(#[from] LowerError),

@@ -7,6 +7,7 @@ mod ci;
 mod commands;
 mod cost_model;
 mod deploy;
+mod deploy_model;
 mod device;
 mod error;
 mod measure;

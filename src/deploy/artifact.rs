@@ -260,7 +260,8 @@ pub fn device_dir(root: &Path, device: &DeviceKey) -> PathBuf {
 }
 
 /// The artifact file name of a workload: its readable form made
-/// filesystem-safe, then 12 hex digits of its key.
+/// filesystem-safe (at most 80 characters; `workload` when nothing of it
+/// is left), then 12 hex digits of its key.
 pub fn artifact_file_name(workload: &WorkloadInfo) -> String {
     let mut safe = String::new();
     for c in workload.readable.chars() {
@@ -271,7 +272,13 @@ pub fn artifact_file_name(workload: &WorkloadInfo) -> String {
             _ => {}
         }
     }
-    let safe = safe.trim_matches('_');
+    // A DAG's label (no registry operator) can be long: the key tells
+    // workloads apart, the name only has to be readable.
+    let safe: String = safe.trim_matches('_').chars().take(80).collect();
+    let safe = match safe.trim_end_matches('_') {
+        "" => "workload",
+        s => s,
+    };
     let short = workload.key.get(..12).unwrap_or(&workload.key);
     format!("{safe}-{short}.json")
 }
@@ -308,5 +315,23 @@ mod tests {
             artifact_file_name(&workload),
             "matmul_M512_N512_K512_f32-1aece7e786b4.json"
         );
+    }
+
+    #[test]
+    fn artifact_file_names_of_dag_labels_are_safe_and_bounded() {
+        let mut workload = WorkloadInfo {
+            key: "0123456789abcdef".into(),
+            readable: format!("Relu[{}→out]", "x".repeat(200)),
+            op: None,
+            shape: None,
+            flops: 1,
+            canonical: String::new(),
+        };
+        let name = artifact_file_name(&workload);
+        assert!(name.starts_with("Relu_xxx"), "{name}");
+        assert!(name.ends_with("-0123456789ab.json"), "{name}");
+        assert!(name.len() <= 80 + "-0123456789ab.json".len(), "{name}");
+        workload.readable = "→→".into();
+        assert_eq!(artifact_file_name(&workload), "workload-0123456789ab.json");
     }
 }

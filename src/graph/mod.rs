@@ -17,10 +17,12 @@
 //! te, ops, schedule, codegen and deploy; only the CLI uses it.
 
 pub mod bench;
+pub mod deployed;
 mod error;
 pub mod exec;
 pub mod fusion;
 pub mod ir;
+pub mod kernels;
 pub mod lower;
 pub mod memory;
 pub mod npy;

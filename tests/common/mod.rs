@@ -277,6 +277,22 @@ pub fn reduction_length(dag: &ComputeDag) -> usize {
         .unwrap_or(1)
 }
 
+/// √(Σ L) over a model graph's kernels (L: each DAG's longest reduction,
+/// ≥ 1): the rounding of independent nodes adds in quadrature, so outputs
+/// may differ by 8·ε·√(Σ L) relative to the largest one.
+pub fn rounding_depth(graph: &tessera::graph::Graph) -> f64 {
+    use tessera::graph::lower::{Lowered, lower_node};
+    let total: usize = graph
+        .nodes
+        .iter()
+        .map(|node| match lower_node(graph, node) {
+            Ok(Lowered::Kernel(k)) => reduction_length(&k.dag).max(1),
+            _ => 0,
+        })
+        .sum();
+    (total as f64).sqrt()
+}
+
 /// The reference result.
 pub fn reference(dag: &ComputeDag, inputs: &[HostTensor]) -> Vec<HostTensor> {
     te::evaluate(dag, inputs).unwrap_or_else(|e| panic!("reference: {e}"))

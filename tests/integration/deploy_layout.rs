@@ -36,7 +36,7 @@ fn steps(json: &str) -> Vec<Step> {
 /// GotoBLAS style on dense: the accumulator tile in `dense.local`, the
 /// weight packed per column panel into `weight.local` as [k, n] (a
 /// transposing copy), the portable 4×4 micro-kernel on the block.
-fn tensorized_dense() -> Vec<Step> {
+pub(crate) fn tensorized_dense() -> Vec<Step> {
     steps(
         r#"[
         {"kind":"cache_write","stage":"dense"},

@@ -26,6 +26,7 @@ mod intrinsics;
 mod jit_equivalence;
 mod kernel_api;
 mod measure_isolation;
+mod onnx_deploy;
 mod onnx_import;
 mod onnx_memory_plan;
 mod onnx_passes;

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use tessera::graph::lower::{Lowered, lower_node};
 use tessera::graph::npy::read_npy;
 use tessera::graph::onnx::ImportOptions;
 use tessera::graph::{CompileOptions, Model};
@@ -23,7 +22,7 @@ use tessera::te::HostTensor;
 
 use crate::common::Scratch;
 use crate::common::onnx_models::ort_python;
-use crate::common::{package_root, reduction_length, tessera, tessera_command};
+use crate::common::{package_root, rounding_depth, tessera, tessera_command};
 
 /// Runs `bench/models/models.py args` with `python`.
 fn models_py(python: &Path, args: &[&str]) {
@@ -38,21 +37,6 @@ fn models_py(python: &Path, args: &[&str]) {
         "models.py {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// √(Σ L) over the model's kernels (L: each DAG's longest reduction, ≥ 1):
-/// the rounding of independent nodes adds in quadrature.
-fn rounding_depth(model: &Model) -> f64 {
-    let g = model.graph();
-    let total: usize = g
-        .nodes
-        .iter()
-        .map(|node| match lower_node(g, node) {
-            Ok(Lowered::Kernel(k)) => reduction_length(&k.dag).max(1),
-            _ => 0,
-        })
-        .sum();
-    (total as f64).sqrt()
 }
 
 /// Tensors by name.
@@ -95,7 +79,7 @@ fn compare(model_path: &Path, reference: &Path, label: &str) -> Deviation {
     let outputs = compiled
         .run(&inputs)
         .unwrap_or_else(|e| panic!("{label}: {e}"));
-    let depth = rounding_depth(&model).max(1.0);
+    let depth = rounding_depth(model.graph()).max(1.0);
     let mut worst = Deviation {
         max_error: 0.0,
         allowed: f64::INFINITY,

@@ -37,6 +37,10 @@ pub struct CompileOptions<'a> {
     /// Fuse nodes into groups, one kernel each ([`crate::graph::fusion`];
     /// default: on). Off, every node is its own kernel.
     pub fuse: bool,
+    /// With a library: lay out each constant input that a node's tuned
+    /// schedule reads only through one packing copy once, here, instead of
+    /// on every run (default: off).
+    pub prepack: bool,
 }
 
 impl Default for CompileOptions<'_> {
@@ -47,6 +51,7 @@ impl Default for CompileOptions<'_> {
             keep: Vec::new(),
             passes: true,
             fuse: true,
+            prepack: false,
         }
     }
 }
@@ -123,13 +128,25 @@ pub(super) fn compile(
                 nodes.push(CompiledNode::alias(node));
             }
             Lowered::Kernel(lowered) => {
-                let hash = lowered.dag.workload_key().hash;
-                let (kernel, source) = match compiled.get(&hash) {
-                    Some(done) => done.clone(),
+                let prepacked = match options.library.filter(|_| options.prepack) {
+                    Some(library) => {
+                        super::prepack::prepacked(library, graph, node, &lowered, &mut slots)?
+                    }
+                    None => None,
+                };
+                let (kernel, source, lowered) = match prepacked {
+                    Some(done) => done,
                     None => {
-                        let done = kernel_of(node, &lowered, options, &codegen_options)?;
-                        compiled.insert(hash, done.clone());
-                        done
+                        let hash = lowered.dag.workload_key().hash;
+                        let (kernel, source) = match compiled.get(&hash) {
+                            Some(done) => done.clone(),
+                            None => {
+                                let done = kernel_of(node, &lowered, options, &codegen_options)?;
+                                compiled.insert(hash, done.clone());
+                                done
+                            }
+                        };
+                        (kernel, source, lowered)
                     }
                 };
                 for output in &lowered.outputs {

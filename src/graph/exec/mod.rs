@@ -7,6 +7,7 @@
 //! [`MemoryPlan`](crate::graph::memory::MemoryPlan).
 
 mod compile;
+mod prepack;
 mod run;
 
 use std::path::{Path, PathBuf};

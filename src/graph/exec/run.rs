@@ -81,7 +81,9 @@ impl Slots {
         Ok(slots)
     }
 
-    fn own(&mut self, name: &str, buffer: NdBuffer) {
+    /// `name` in its own buffer (a constant, a graph input, or a constant
+    /// laid out ahead of time).
+    pub(super) fn own(&mut self, name: &str, buffer: NdBuffer) {
         let slot = Slot {
             place: Place::Owned(self.owned.len()),
             elements: buffer.len(),
@@ -131,7 +133,8 @@ impl Slots {
         }
     }
 
-    fn slot(&self, name: &str) -> Option<usize> {
+    /// The slot of tensor `name`, if it has one.
+    pub(super) fn slot(&self, name: &str) -> Option<usize> {
         self.of.get(name).copied()
     }
 

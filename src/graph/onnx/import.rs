@@ -30,17 +30,32 @@ pub fn read(path: &Path) -> Result<ModelProto, GraphError> {
         path: path.to_path_buf(),
         source,
     })?;
+    decode(path, &bytes)
+}
+
+/// Decodes the bytes of a model file (`path` names it in errors).
+fn decode(path: &Path, bytes: &[u8]) -> Result<ModelProto, GraphError> {
     let not_onnx = |reason: String| GraphError::NotOnnx {
         path: path.to_path_buf(),
         reason,
     };
-    let model = ModelProto::decode(bytes.as_slice()).map_err(|e| not_onnx(e.to_string()))?;
+    let model = ModelProto::decode(bytes).map_err(|e| not_onnx(e.to_string()))?;
     // Almost any short byte string decodes as *some* message: a model has
     // an IR version and a graph.
     if model.ir_version.is_none() || model.graph.is_none() {
         return Err(not_onnx("it has no IR version or no graph".to_string()));
     }
     Ok(model)
+}
+
+/// Imports a model from its bytes; `path` names it in errors.
+pub fn import_bytes(
+    path: &Path,
+    bytes: &[u8],
+    options: &ImportOptions,
+) -> Result<Graph, GraphError> {
+    let model = decode(path, bytes)?;
+    import_model(path, &model, options)
 }
 
 /// Reads and imports the model at `path`.

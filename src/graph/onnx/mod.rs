@@ -3,12 +3,14 @@
 //! [`Graph`](super::Graph) with typed operators and static shapes.
 
 mod attributes;
+mod export;
 mod fold;
 mod import;
 mod nodes;
 mod shapes;
 
-pub use import::{ImportOptions, import, read};
+pub use export::export;
+pub use import::{ImportOptions, import, import_bytes, read};
 
 /// The protobuf messages of `onnx.proto`, generated at build time.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
