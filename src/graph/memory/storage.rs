@@ -8,7 +8,7 @@ use crate::graph::ir::Graph;
 use crate::graph::lower::Lowered;
 
 use super::greedy::Lifetime;
-use super::in_place::{elementwise_op, reads_only_at_output_index};
+use super::in_place::reads_only_at_output_index;
 
 /// A node output overwriting its input's storage.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,7 +85,7 @@ pub(super) fn storages(graph: &Graph, lowered: &[Lowered], keep: &BTreeSet<Strin
     let mut storage_of: HashMap<&str, usize> = HashMap::new();
     let mut storages: Vec<Storage> = Vec::new();
     let mut in_place = Vec::new();
-    for (i, (node, lowered)) in graph.nodes.iter().zip(lowered).enumerate() {
+    for (i, lowered) in lowered.iter().enumerate() {
         let Lowered::Kernel(kernel) = lowered else {
             continue;
         };
@@ -99,7 +99,10 @@ pub(super) fn storages(graph: &Graph, lowered: &[Lowered], keep: &BTreeSet<Strin
                 first: written,
                 last: last_read.get(b).copied().unwrap_or(written).max(written),
             };
-            let taken = (kernel.outputs.len() == 1 && elementwise_op(&node.op))
+            // Whatever the op (a fused group's anchor may be a convolution), the
+            // DAG decides: every input the output would overwrite is read
+            // only at the output's index.
+            let taken = (kernel.outputs.len() == 1)
                 .then(|| {
                     kernel.inputs.iter().find_map(|input| {
                         let source = base_of(input)?;
