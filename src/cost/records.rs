@@ -1,6 +1,6 @@
 //! Training rows from the tuning cache: each record's steps are replayed on
-//! its workload's DAG (rebuilt from the registry and checked against the
-//! record's key) and featurised.
+//! its workload's DAG (rebuilt from the registry or the stored DAG and
+//! checked against the record's key) and featurised.
 
 use std::collections::BTreeMap;
 
@@ -30,16 +30,7 @@ pub struct WorkloadRows {
 pub type Skipped = Vec<String>;
 
 fn rebuild(record: &TuningRecord) -> Result<Task, String> {
-    let (Some(op), Some(shape)) = (&record.workload.op, &record.workload.shape) else {
-        return Err("not built from the registry".into());
-    };
-    let task = Task::from_registry(op, shape).map_err(|e| e.to_string())?;
-    if task.key().hash != record.workload.key {
-        return Err(format!(
-            "today's {op} at {shape} has another key (the operator changed since it was measured)"
-        ));
-    }
-    Ok(task)
+    record.workload.task().map_err(|e| e.to_string())
 }
 
 /// Featurised records of `db` measured on `device` (a key hash; all devices

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 pub use error::DbError;
 pub use jsonl::{ImportStats, parse_line};
 pub use lookup::{Lookup, SkippedRecord, ValidRecords};
-pub use record::{DeviceInfo, Remeasurement, TuningRecord, WorkloadInfo};
+pub use record::{DeviceInfo, RebuildError, Remeasurement, TuningRecord, WorkloadInfo};
 pub use schema::{SCHEMA_VERSION, schema_sql};
 pub use store::{TuningDb, WorkloadSummary};
 pub use write_fault::{ABORT_AFTER_ROW_ENV, WriteFault, WriteFaultAction};

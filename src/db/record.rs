@@ -5,9 +5,10 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::measure::MeasureResult;
+use crate::measure::{MeasureResult, Task, TaskSource};
 use crate::runtime::DeviceDescription;
 use crate::schedule::Step;
+use crate::te::DagSpec;
 
 /// The workload a record was measured on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -24,6 +25,53 @@ pub struct WorkloadInfo {
     pub flops: u64,
     /// The canonical DAG text the key hashes.
     pub canonical: String,
+    /// The DAG itself when the workload is no registry operator (a model's
+    /// fused group), so that it can be rebuilt; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dag: Option<DagSpec>,
+}
+
+impl WorkloadInfo {
+    /// The task this workload was measured on, rebuilt: from the registry
+    /// operator and shape, or from the stored DAG; checked to have the
+    /// workload's key.
+    pub fn task(&self) -> Result<Task, RebuildError> {
+        let task = match (&self.op, &self.shape, &self.dag) {
+            (Some(op), Some(shape), _) => Task::from_registry(op, shape),
+            (_, _, Some(spec)) => Task::from_source(TaskSource::Dag { spec: spec.clone() }),
+            _ => return Err(RebuildError::NoDefinition),
+        }
+        .map_err(|e| RebuildError::Build(e.to_string()))?;
+        if task.key().hash != self.key {
+            return Err(RebuildError::Changed {
+                then: self.key.chars().take(12).collect(),
+                now: task.key().short_hash().to_string(),
+            });
+        }
+        Ok(task)
+    }
+}
+
+/// Why a workload cannot be rebuilt into its task.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RebuildError {
+    /// No registry operator and no stored DAG (a record of an older tessera
+    /// for a workload not built from the registry).
+    #[error(
+        "neither a registry operator nor a stored DAG (a record of an older tessera), so it cannot be rebuilt"
+    )]
+    NoDefinition,
+    /// The registry operator or the DAG does not build.
+    #[error("cannot rebuild the workload: {0}")]
+    Build(String),
+    /// It builds, with another workload key: its definition changed.
+    #[error("the operator changed since it was tuned (workload key {then} then, {now} now)")]
+    Changed {
+        /// The first 12 hex digits of the key it was tuned with.
+        then: String,
+        /// Those of the key it has now.
+        now: String,
+    },
 }
 
 /// The device a record was measured on.

@@ -19,14 +19,19 @@
 //! NULL for records that were not re-measured (every record of a version-1
 //! database); indexed on (workload, device, remeasured_cost) for the
 //! deploy's choice.
+//!
+//! Version 3 adds `dag` to `workloads`: the DAG (a `DagSpec`, JSON) of a
+//! workload not built from the registry (a model's fused group), so that
+//! its records can be rebuilt into a task (deploy, verify, retraining);
+//! NULL for registry workloads and every workload of an older file.
 
 use rusqlite::{Connection, TransactionBehavior};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Migration `n` takes a database from version `n` to `n + 1`.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     r#"
 CREATE TABLE devices (
     id          INTEGER PRIMARY KEY,
@@ -68,6 +73,9 @@ ALTER TABLE records ADD COLUMN remeasured_costs TEXT;
 ALTER TABLE records ADD COLUMN remeasured_cost REAL;
 ALTER TABLE records ADD COLUMN remeasured_at REAL;
 CREATE INDEX records_remeasured ON records(workload_id, device_id, remeasured_cost);
+"#,
+    r#"
+ALTER TABLE workloads ADD COLUMN dag TEXT;
 "#,
 ];
 

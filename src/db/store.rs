@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use rusqlite::{Connection, Row, Transaction, TransactionBehavior, params};
 
-use crate::measure::{MeasureErrorKind, MeasureResult, Task};
+use crate::measure::{MeasureErrorKind, MeasureResult, Task, TaskSource};
 use crate::runtime::DeviceDescription;
 use crate::schedule::Step;
+use crate::te::DagSpec;
 
 use super::error::DbError;
 use super::record::{DeviceInfo, Remeasurement, TuningRecord, WorkloadInfo};
@@ -26,9 +27,10 @@ pub struct TuningDb {
     write_fault: Option<WriteFault>,
     /// Records written (or tried) since the write fault was set.
     rows_written: usize,
-    /// Whether `records` has the re-measurement columns (schema 2 and later;
-    /// a version-1 file read by [`merge`](TuningDb::merge) has not).
-    remeasure_columns: bool,
+    /// The schema version of the open file (older than [`SCHEMA_VERSION`]
+    /// only for a file read by [`merge`](TuningDb::merge), which lacks the
+    /// columns added since).
+    version: i64,
 }
 
 /// The columns [`TuningDb::row_to_record`] reads, in order
@@ -36,13 +38,19 @@ pub struct TuningDb {
 const RECORD_COLUMNS: &str = "r.id, r.steps, r.costs, r.error_kind, r.error_msg, r.build_secs, \
      r.run_secs, r.max_rel_error, r.tessera_version, r.schema_version, r.timestamp, \
      w.key, w.readable, w.op, w.shape, w.flops, w.canonical, d.key, d.readable, d.description, \
-     r.remeasured_costs, r.remeasured_at";
+     r.remeasured_costs, r.remeasured_at, w.dag";
+
+/// [`RECORD_COLUMNS`] of a version-2 file: no workload DAGs.
+const RECORD_COLUMNS_V2: &str = "r.id, r.steps, r.costs, r.error_kind, r.error_msg, r.build_secs, \
+     r.run_secs, r.max_rel_error, r.tessera_version, r.schema_version, r.timestamp, \
+     w.key, w.readable, w.op, w.shape, w.flops, w.canonical, d.key, d.readable, d.description, \
+     r.remeasured_costs, r.remeasured_at, NULL";
 
 /// [`RECORD_COLUMNS`] of a version-1 file: no re-measurements.
 const RECORD_COLUMNS_V1: &str = "r.id, r.steps, r.costs, r.error_kind, r.error_msg, r.build_secs, \
      r.run_secs, r.max_rel_error, r.tessera_version, r.schema_version, r.timestamp, \
      w.key, w.readable, w.op, w.shape, w.flops, w.canonical, d.key, d.readable, d.description, \
-     NULL, NULL";
+     NULL, NULL, NULL";
 
 /// The order of "best first" among successful records: re-measured records
 /// by their re-measured median, then the others by their tuning figure.
@@ -151,7 +159,7 @@ impl TuningDb {
                 path,
                 write_fault: WriteFault::from_env()?,
                 rows_written: 0,
-                remeasure_columns: true,
+                version: SCHEMA_VERSION,
             }),
             Version::Newer(found) => Err(DbError::NewerSchema {
                 path,
@@ -169,16 +177,16 @@ impl TuningDb {
             path,
             write_fault: None,
             rows_written: 0,
-            remeasure_columns: version >= 2,
+            version,
         }
     }
 
     /// The columns [`row_to_record`](Self::row_to_record) reads, as this file has them.
     pub(crate) fn record_columns(&self) -> &'static str {
-        if self.remeasure_columns {
-            RECORD_COLUMNS
-        } else {
-            RECORD_COLUMNS_V1
+        match self.version {
+            ..=1 => RECORD_COLUMNS_V1,
+            2 => RECORD_COLUMNS_V2,
+            _ => RECORD_COLUMNS,
         }
     }
 
@@ -246,6 +254,10 @@ impl TuningDb {
             shape: task.registry_op().map(|(_, shape)| shape.to_string()),
             flops: task.dag().flop_count(),
             canonical: task.dag().canonical_text(),
+            dag: match task.source() {
+                TaskSource::Dag { spec } => Some(spec.clone()),
+                TaskSource::Registry { .. } => None,
+            },
         };
         let device = DeviceInfo {
             key: key.hash,
@@ -457,6 +469,13 @@ impl TuningDb {
                 shape: row.get(14).map_err(get_err)?,
                 flops: flops.max(0) as u64,
                 canonical: text(16)?,
+                dag: match row.get::<_, Option<String>>(22).map_err(get_err)? {
+                    None => None,
+                    Some(json) => Some(
+                        DagSpec::from_json(&json)
+                            .map_err(|e| bad(format!("its workload's DAG does not parse: {e}")))?,
+                    ),
+                },
             },
             device: DeviceInfo {
                 key: text(17)?,
@@ -564,10 +583,19 @@ impl TuningDb {
 fn insert(tx: &Transaction, record: &TuningRecord) -> rusqlite::Result<usize> {
     let w = &record.workload;
     tx.prepare_cached(
-        "INSERT INTO workloads (key, readable, op, shape, canonical, flops) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
-         ON CONFLICT(key) DO NOTHING",
+        "INSERT INTO workloads (key, readable, op, shape, canonical, flops, dag) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+         ON CONFLICT(key) DO UPDATE SET dag = excluded.dag WHERE dag IS NULL",
     )?
-    .execute(params![w.key, w.readable, w.op, w.shape, w.canonical, w.flops as i64])?;
+    .execute(params![
+        w.key,
+        w.readable,
+        w.op,
+        w.shape,
+        w.canonical,
+        w.flops as i64,
+        w.dag.as_ref().map(DagSpec::to_json)
+    ])?;
     let d = &record.device;
     let description = serde_json::to_string(&d.description).unwrap_or_default();
     tx.prepare_cached(

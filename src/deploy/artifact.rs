@@ -71,15 +71,11 @@ pub struct Artifact {
     pub layout_rewrites: Vec<LayoutRewrite>,
 }
 
-/// The layout rewrites the schedule of a registered workload allows
-/// (empty when the workload cannot be rebuilt from the registry).
+/// The layout rewrites the schedule of a workload allows (empty when the
+/// workload cannot be rebuilt).
 fn layout_rewrites_of(workload: &WorkloadInfo, steps: &[Step]) -> Vec<LayoutRewrite> {
     workload
-        .op
-        .as_deref()
-        .zip(workload.shape.as_deref())
-        .and_then(|(op, shape)| crate::measure::Task::from_registry(op, shape).ok())
-        .filter(|task| task.key().hash == workload.key)
+        .task()
         .map(|task| plan_layout_rewrites(task.dag(), steps))
         .unwrap_or_default()
 }
@@ -310,6 +306,7 @@ mod tests {
             shape: Some("M=512,N=512,K=512".into()),
             flops: 1,
             canonical: String::new(),
+            dag: None,
         };
         assert_eq!(
             artifact_file_name(&workload),
@@ -326,6 +323,7 @@ mod tests {
             shape: None,
             flops: 1,
             canonical: String::new(),
+            dag: None,
         };
         let name = artifact_file_name(&workload);
         assert!(name.starts_with("Relu_xxx"), "{name}");

@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::db::TuningDb;
-use crate::measure::Task;
 use crate::runtime::{DeviceDescription, DeviceKey};
 
 use super::artifact::{
@@ -217,18 +216,13 @@ fn best_artifact(
     let Some(first) = db.best(workload, &device.hash, 1)?.into_iter().next() else {
         return Ok(Err("no successful measurement".into()));
     };
-    let (Some(op), Some(shape)) = (&first.workload.op, &first.workload.shape) else {
-        return Ok(Err(
-            "not built from a registered operator, so its schedule cannot be checked".into(),
-        ));
-    };
-    let task = match Task::from_registry(op, shape) {
+    let task = match first.workload.task() {
         Ok(task) => task,
-        Err(e) => return Ok(Err(format!("cannot rebuild the workload: {e}"))),
+        Err(why) => return Ok(Err(format!("{why}; tune it again"))),
     };
     if task.key().hash != workload {
         return Ok(Err(format!(
-            "the operator '{op}' changed since it was tuned (its workload key is now {}); tune it again",
+            "the workload changed since it was tuned (its key is now {}); tune it again",
             task.key().short_hash()
         )));
     }

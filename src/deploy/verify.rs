@@ -28,7 +28,8 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use crate::measure::{Fault, MeasureError, Measurer, Task};
+use crate::db::RebuildError;
+use crate::measure::{Fault, MeasureError, Measurer};
 use crate::runtime::DeviceKey;
 use crate::schedule::State;
 
@@ -370,29 +371,18 @@ fn verify_entry(
             artifact.device.readable, index.device
         ));
     }
-    let (Some(op), Some(shape)) = (
-        artifact.workload.op.as_deref(),
-        artifact.workload.shape.as_deref(),
-    ) else {
-        return fail(
-            "not built from a registered operator, so it cannot be rebuilt to verify; deploy it from a registered op (see `tessera ops`)".into(),
-        );
-    };
-    let task = match Task::from_registry(op, shape) {
+    let task = match artifact.workload.task() {
         Ok(task) => task,
-        Err(e) => {
+        Err(why @ RebuildError::Changed { .. }) => {
+            return fail(format!("stale: {why}; tune and deploy again"));
+        }
+        Err(why) => {
             return fail(format!(
-                "cannot rebuild {op}[{shape}]: {e}; register the operator in this binary or remove the artifact"
+                "{why} ({}); register the operator in this binary, or tune and deploy again",
+                artifact.workload.readable
             ));
         }
     };
-    if task.key().hash != artifact.workload.key {
-        return fail(format!(
-            "stale: the operator changed since it was tuned (workload key {} then, {} now); tune and deploy again",
-            short(&artifact.workload.key),
-            task.key().short_hash()
-        ));
-    }
     let state = match State::replay(task.dag(), &artifact.steps) {
         Ok(state) => state,
         Err(e) => {

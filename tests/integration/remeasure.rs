@@ -386,7 +386,7 @@ fn schema_1_copy(from: &Path, to: &Path) {
         "PRAGMA user_version = 1;
          ATTACH DATABASE '{}' AS new;
          INSERT INTO devices SELECT * FROM new.devices;
-         INSERT INTO workloads SELECT * FROM new.workloads;
+         INSERT INTO workloads SELECT id, key, readable, op, shape, canonical, flops FROM new.workloads;
          INSERT INTO records SELECT id, workload_id, device_id, steps, costs, cost, error_kind,
              error_msg, build_secs, run_secs, max_rel_error, tessera_version, 1, timestamp,
              fingerprint FROM new.records;
@@ -428,7 +428,7 @@ fn a_schema_1_database_merges_opens_and_deploys_as_before() {
 
     // Opened: migrated, every record without a re-measured figure.
     let db = TuningDb::open(&old).expect("a schema 1 database opens");
-    assert_eq!(user_version(&old), 2);
+    assert_eq!(user_version(&old), tessera::db::SCHEMA_VERSION);
     let records = db.all_records().expect("records");
     assert_eq!(records.len(), 2);
     assert!(

@@ -4,7 +4,6 @@
 
 use crate::codegen::CodegenOptions;
 use crate::deploy::{Artifact, DeployError, DeployOutcome, DeployReport};
-use crate::measure::Task;
 use crate::schedule::State;
 
 use super::{AotFiles, write_aot};
@@ -63,12 +62,13 @@ pub fn compile_deployed(
             continue;
         };
         let artifact = Artifact::read(path)?;
-        let (Some(op), Some(shape)) = (&artifact.workload.op, &artifact.workload.shape) else {
+        let w = &artifact.workload;
+        if w.op.is_none() && w.dag.is_none() {
             continue;
-        };
-        let task = Task::from_registry(op, shape).map_err(|e| DeployError::BadFile {
+        }
+        let task = w.task().map_err(|e| DeployError::BadFile {
             path: path.clone(),
-            reason: format!("cannot rebuild its workload: {e}"),
+            reason: e.to_string(),
         })?;
         let state = State::replay(task.dag(), &artifact.steps)?;
         let func = crate::tir::lower(&state)?;
