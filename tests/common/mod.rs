@@ -228,6 +228,27 @@ pub fn small_cases() -> Vec<(&'static str, Vec<(&'static str, i64)>)> {
     ]
 }
 
+/// Two worker processes of this build's `tessera`, timing each candidate
+/// once, briefly: for tests that tune in real workers.
+pub fn fast_measurer() -> tessera::measure::Measurer {
+    use tessera::measure::{MeasureOptions, Measurer, TimingOptions};
+    Measurer::new(MeasureOptions {
+        workers: 2,
+        kernel_threads: 1,
+        run_timeout: std::time::Duration::from_secs(20),
+        timing: TimingOptions {
+            warmup: 1,
+            number: 1,
+            repeat: 1,
+            min_repeat_ms: 0.5,
+            flush_cache: false,
+        },
+        worker_program: Some(std::path::PathBuf::from(env!("CARGO_BIN_EXE_tessera"))),
+        ..MeasureOptions::default()
+    })
+    .expect("workers start")
+}
+
 /// `tessera tune` flags that keep a test run small and fast: one worker,
 /// one short timed repeat, a small search, the random model.
 pub const FAST_TUNE: &[&str] = &[

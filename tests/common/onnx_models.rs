@@ -201,6 +201,24 @@ pub fn graph(
     }
 }
 
+/// Writes `models.py what… --out dir/name.onnx --seed 3` (bench/models)
+/// with `python` and returns the path.
+pub fn generated_model(python: &Path, dir: &Path, name: &str, what: &[&str]) -> PathBuf {
+    let path = dir.join(format!("{name}.onnx"));
+    let out = std::process::Command::new(python)
+        .arg(super::package_root().join("bench/models/models.py"))
+        .args(what)
+        .args(["--out", path.to_str().expect("utf-8 path"), "--seed", "3"])
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "models.py {what:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
 /// Writes `model` to `dir/name` and returns the path.
 pub fn write(dir: &Path, name: &str, model: &ModelProto) -> PathBuf {
     let path = dir.join(name);

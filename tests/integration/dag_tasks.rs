@@ -7,10 +7,9 @@
 use crate::common;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use common::random_dag::random_dag;
 use common::{
@@ -22,7 +21,7 @@ use tessera::codegen::{self, CodegenOptions};
 use tessera::cost::{RandomModel, workload_rows};
 use tessera::db::TuningDb;
 use tessera::deploy::{self, DeployOptions, DeployOutcome};
-use tessera::measure::{MeasureOptions, Measurer, Task, TaskSource, TimingOptions};
+use tessera::measure::{Task, TaskSource};
 use tessera::runtime::host_device;
 use tessera::schedule::random::random_schedule;
 use tessera::schedule::{State, Step};
@@ -187,24 +186,6 @@ fn tuned_looking_steps_replay_on_a_rebuilt_dag_task() {
     );
 }
 
-fn measurer() -> Measurer {
-    Measurer::new(MeasureOptions {
-        workers: 2,
-        kernel_threads: 1,
-        run_timeout: Duration::from_secs(20),
-        timing: TimingOptions {
-            warmup: 1,
-            number: 1,
-            repeat: 1,
-            min_repeat_ms: 0.5,
-            flush_cache: false,
-        },
-        worker_program: Some(PathBuf::from(env!("CARGO_BIN_EXE_tessera"))),
-        ..MeasureOptions::default()
-    })
-    .expect("workers start")
-}
-
 #[test]
 fn a_dag_task_tunes_in_workers_and_its_best_replays_on_a_fresh_build() {
     let dir = Scratch::new("dag-task-tune");
@@ -236,7 +217,7 @@ fn a_dag_task_tunes_in_workers_and_its_best_replays_on_a_fresh_build() {
     };
     let report = tune_suite(
         &tasks,
-        &mut measurer(),
+        &mut common::fast_measurer(),
         Some(&mut db),
         &mut RandomModel::new(5),
         &options,
@@ -408,7 +389,7 @@ fn tuning_a_model_plots_its_end_to_end_latency() {
     );
     let path = write(&dir, "m.onnx", &m);
     let (db, plot) = (dir.join("t.db"), dir.join("latency.svg"));
-    let out = common::tessera(&[
+    let args = [
         "tune",
         path.to_str().expect("path"),
         "--trials",
@@ -421,19 +402,8 @@ fn tuning_a_model_plots_its_end_to_end_latency() {
         db.to_str().expect("path"),
         "--plot",
         plot.to_str().expect("path"),
-        "--workers",
-        "1",
-        "--min-repeat-ms",
-        "1",
-        "--repeat",
-        "1",
-        "--population",
-        "16",
-        "--generations",
-        "1",
-        "--model",
-        "random",
-    ]);
+    ];
+    let out = common::tessera(&[&args[..], common::FAST_TUNE].concat());
     assert!(
         out.status.success(),
         "{}{}",

@@ -4,30 +4,18 @@
 //! every tensor kept apart. Models come from `bench/models/models.py`.
 
 use std::path::Path;
-use std::process::Command;
 
 use tessera::graph::memory::MemoryPlan;
 use tessera::graph::{CompileOptions, Model};
 use tessera::te::{DType, HostTensor};
 
 use crate::common::Scratch;
-use crate::common::onnx_models::ort_python;
-use crate::common::{package_root, tessera};
+use crate::common::onnx_models::{generated_model, ort_python};
+use crate::common::tessera;
 
 /// Writes `models.py what… --out dir/name.onnx` and loads it.
 fn generated(python: &Path, dir: &Path, name: &str, what: &[&str]) -> (Model, String) {
-    let path = dir.join(format!("{name}.onnx"));
-    let out = Command::new(python)
-        .arg(package_root().join("bench/models/models.py"))
-        .args(what)
-        .args(["--out", path.to_str().expect("utf-8 path"), "--seed", "3"])
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "models.py {what:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let path = generated_model(python, dir, name, what);
     let model = Model::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
     (model, path.display().to_string())
 }

@@ -4,28 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
-use crate::common::onnx_models::{node, ort_python, value, write};
-use crate::common::{Scratch, package_root, tessera};
+use crate::common::onnx_models::{generated_model, node, ort_python, value, write};
+use crate::common::{Scratch, tessera};
 use tessera::graph::tasks::{ModelTasks, model_tasks};
 use tessera::graph::{CompileOptions, Model, NodeSource};
-
-fn generated(python: &Path, dir: &Path, name: &str, what: &[&str]) -> std::path::PathBuf {
-    let path = dir.join(format!("{name}.onnx"));
-    let out = Command::new(python)
-        .arg(package_root().join("bench/models/models.py"))
-        .args(what)
-        .args(["--out", path.to_str().expect("utf-8 path"), "--seed", "3"])
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "models.py {what:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    path
-}
 
 fn tasks_of(path: &Path) -> ModelTasks {
     let model = Model::load(path).expect("loads");
@@ -69,8 +52,8 @@ fn the_tasks_of_resnet50_and_the_bert_layer_are_stable() {
         return;
     };
     let dir = Scratch::new("onnx-tasks-stable");
-    let resnet = generated(&python, &dir, "r50", &["light", "resnet50"]);
-    let bert = generated(&python, &dir, "bert", &["bert"]);
+    let resnet = generated_model(&python, &dir, "r50", &["light", "resnet50"]);
+    let bert = generated_model(&python, &dir, "bert", &["bert"]);
     for (path, kernels, expected) in [
         (
             &resnet,

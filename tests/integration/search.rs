@@ -54,37 +54,17 @@ fn every_sketch_of_every_op_annotated_at_random_equals_the_reference() {
 
 mod tuning {
     use std::collections::{HashMap, HashSet};
-    use std::path::PathBuf;
     use std::sync::atomic::AtomicBool;
-    use std::time::Duration;
 
     use super::common::Scratch;
     use tessera::cost::{CostError, CostModel, LearnedModel, RandomModel, new_learner};
     use tessera::db::TuningDb;
-    use tessera::measure::{MeasureOptions, MeasureResult, Measurer, Task, TimingOptions};
+    use tessera::measure::{MeasureResult, Task};
     use tessera::runtime::host_device;
     use tessera::schedule::{State, Step};
     use tessera::search::{
         RemeasureOptions, SearchOptions, SearchPolicy, TuneOptions, TuneReport, steps_key, tune,
     };
-
-    fn measurer() -> Measurer {
-        Measurer::new(MeasureOptions {
-            workers: 2,
-            kernel_threads: 1,
-            run_timeout: Duration::from_secs(20),
-            timing: TimingOptions {
-                warmup: 1,
-                number: 1,
-                repeat: 1,
-                min_repeat_ms: 0.5,
-                flush_cache: false,
-            },
-            worker_program: Some(PathBuf::from(env!("CARGO_BIN_EXE_tessera"))),
-            ..MeasureOptions::default()
-        })
-        .expect("workers start")
-    }
 
     fn options(trials: usize, seed: u64) -> TuneOptions {
         TuneOptions {
@@ -105,7 +85,7 @@ mod tuning {
         let mut model = RandomModel::new(seed);
         tune(
             task,
-            &mut measurer(),
+            &mut crate::common::fast_measurer(),
             Some(db),
             &mut model,
             &options(trials, seed),
@@ -286,7 +266,7 @@ mod tuning {
         options.search.sketch_share = 0.0;
         let report = tune(
             &task,
-            &mut measurer(),
+            &mut crate::common::fast_measurer(),
             Some(&mut db),
             &mut model,
             &options,
@@ -333,7 +313,7 @@ mod tuning {
             LearnedModel::new(new_learner(tessera::cost::DEFAULT_LEARNER).expect("learner"));
         let report = tune(
             &task,
-            &mut measurer(),
+            &mut crate::common::fast_measurer(),
             Some(&mut db),
             &mut model,
             &options(12, 2),
