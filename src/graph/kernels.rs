@@ -17,11 +17,20 @@ pub struct KernelDag {
     pub dag: ComputeDag,
     /// Its workload key.
     pub key: WorkloadKey,
+    /// The registry operator and shape when the DAG is one.
+    pub registry_op: Option<(String, String)>,
     /// The nodes that run it, in graph order.
     pub nodes: Vec<String>,
     /// The DAG's inputs (by the DAG's names) that are graph constants in
     /// every node it covers: the weights a schedule may lay out ahead of time.
     pub constant_inputs: Vec<String>,
+}
+
+impl KernelDag {
+    /// Its tuning task (see [`NodeKernel::task`](super::lower::NodeKernel::task)).
+    pub fn task(&self) -> Result<crate::measure::Task, crate::measure::MeasureError> {
+        super::lower::task_of(&self.dag, self.registry_op.as_ref())
+    }
 }
 
 /// The distinct kernel DAGs of `graph` after fusion, in order of first
@@ -51,6 +60,7 @@ pub fn kernel_dags(graph: &Graph) -> Result<Vec<KernelDag>, GraphError> {
             None => out.push(KernelDag {
                 dag: kernel.dag,
                 key,
+                registry_op: kernel.registry_op,
                 nodes: vec![node.name.clone()],
                 constant_inputs: constant,
             }),

@@ -5,15 +5,12 @@
 //! task of its te DAG ([`Task::from_dag`]). Identical groups in one model,
 //! or in two models, are the same task and share their records.
 
-use std::collections::HashMap;
-
 use crate::measure::Task;
 use crate::search::SuiteTask;
 
 use super::error::GraphError;
-use super::fusion::fuse;
 use super::ir::Graph;
-use super::lower::Lowered;
+use super::kernels::kernel_dags;
 
 /// One task of a model.
 #[derive(Clone, Debug)]
@@ -56,40 +53,27 @@ impl ModelTasks {
 }
 
 /// The tasks of `graph` (the graph that compiles: after the passes), as
-/// the model called `name`.
+/// the model called `name`: one per distinct kernel of the fused graph
+/// ([`kernel_dags`]).
 ///
 /// Errors: a node that does not lower, or a kernel that cannot be a task
 /// (its DAG does not survive serialisation: [`Task::from_dag`]).
 pub fn model_tasks(graph: &Graph, name: &str) -> Result<ModelTasks, GraphError> {
-    let fused = fuse(graph, &[])?;
-    let mut tasks: Vec<ModelTask> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for (node, lowered) in fused.graph.nodes.iter().zip(&fused.lowered) {
-        let Lowered::Kernel(kernel) = lowered else {
-            continue;
-        };
-        let hash = kernel.dag.workload_key().hash;
-        if let Some(&i) = index.get(&hash) {
-            tasks[i].weight += 1.0;
-            tasks[i].nodes.push(node.name.clone());
-            continue;
-        }
-        let task = match &kernel.registry_op {
-            Some((op, shape)) => Task::from_registry(op, shape),
-            None => Task::from_dag(kernel.dag.clone()),
-        }
-        .map_err(|e| GraphError::Kernel {
-            node: node.name.clone(),
-            op_type: node.op.name().to_string(),
-            reason: format!("its kernel cannot be a tuning task: {e}"),
-        })?;
-        index.insert(hash, tasks.len());
-        tasks.push(ModelTask {
-            task,
-            weight: 1.0,
-            nodes: vec![node.name.clone()],
-        });
-    }
+    let tasks = kernel_dags(graph)?
+        .into_iter()
+        .map(|kernel| {
+            let task = kernel.task().map_err(|e| GraphError::Kernel {
+                node: kernel.nodes.first().cloned().unwrap_or_default(),
+                op_type: kernel.dag.label().to_string(),
+                reason: format!("its kernel cannot be a tuning task: {e}"),
+            })?;
+            Ok(ModelTask {
+                task,
+                weight: kernel.nodes.len() as f64,
+                nodes: kernel.nodes,
+            })
+        })
+        .collect::<Result<Vec<_>, GraphError>>()?;
     Ok(ModelTasks {
         name: name.to_string(),
         tasks,

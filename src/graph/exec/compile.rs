@@ -13,7 +13,6 @@ use crate::graph::fusion::fuse;
 use crate::graph::ir::{Graph, Node};
 use crate::graph::lower::{Lowered, NodeKernel, lower_node};
 use crate::graph::memory::MemoryPlan;
-use crate::measure::Task;
 use crate::runtime::host_device;
 use crate::schedule::State;
 
@@ -199,11 +198,7 @@ fn kernel_of(
 /// operator's, or its DAG's), replayed.
 fn cached_state(db: &TuningDb, lowered: &NodeKernel) -> (State, NodeSource) {
     let default = |why: String| (State::new(&lowered.dag), NodeSource::Default(why));
-    let task = match &lowered.registry_op {
-        Some((op, shape)) => Task::from_registry(op, shape),
-        None => Task::from_dag(lowered.dag.clone()),
-    };
-    let task = match task {
+    let task = match lowered.task() {
         Ok(task) => task,
         Err(e) => return default(format!("{}: {e}", lowered.dag.label())),
     };

@@ -42,6 +42,26 @@ pub struct NodeKernel {
     pub registry_op: Option<(String, String)>,
 }
 
+impl NodeKernel {
+    /// The tuning task of this kernel: its registry operator's when it is
+    /// one (the records of tuning that operator alone apply), else its DAG's.
+    pub fn task(&self) -> Result<crate::measure::Task, crate::measure::MeasureError> {
+        task_of(&self.dag, self.registry_op.as_ref())
+    }
+}
+
+/// The tuning task of `dag`, the registry operator `registry_op` (name,
+/// shape) when it is one.
+pub fn task_of(
+    dag: &ComputeDag,
+    registry_op: Option<&(String, String)>,
+) -> Result<crate::measure::Task, crate::measure::MeasureError> {
+    match registry_op {
+        Some((op, shape)) => crate::measure::Task::from_registry(op, shape),
+        None => crate::measure::Task::from_dag(dag.clone()),
+    }
+}
+
 /// How a node runs.
 // A node lowers once and the kernel is moved, not copied around: boxing it
 // would only add a dereference for every user.

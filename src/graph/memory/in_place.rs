@@ -1,25 +1,10 @@
-//! Which inputs a node's output may overwrite: the op computes elementwise
-//! and its lowered DAG reads the input only at the index it writes.
+//! Which inputs a kernel's output may overwrite: those its DAG reads only at
+//! the index it writes (whatever the node's op: a fused group's anchor may
+//! be a convolution).
 
 use std::collections::HashSet;
 
-use crate::graph::ir::Op;
 use crate::te::{ComputeDag, ExprKind, TensorId, VarId};
-
-/// Whether `op` is one whose output may take an input's storage: the
-/// elementwise ops (broadcast inputs are ruled out by the DAG check).
-pub fn elementwise_op(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Unary(_)
-            | Op::Clip { .. }
-            | Op::LeakyRelu { .. }
-            | Op::Binary(_)
-            | Op::Sum
-            | Op::BatchNormalization { .. }
-            | Op::Gelu { .. }
-    )
-}
 
 /// Whether `dag`'s single output may be written over its input `input`
 /// (a position in `dag.inputs()`) whatever the schedule.

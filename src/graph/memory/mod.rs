@@ -3,8 +3,9 @@
 //!
 //! ```text
 //! graph + lowered nodes ─► storages (aliases share their input's buffer; an
-//!                          elementwise output overwrites an input read for
-//!                          the last time, see in_place) with lifetimes
+//!                          output overwrites an input read for the last
+//!                          time when its DAG reads that input only at the
+//!                          index it writes, see in_place) with lifetimes
 //!                       ─► greedy by size (largest first, smallest gap that
 //!                          fits, 64-byte aligned) ─► offsets, arena size
 //! ```
@@ -25,7 +26,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 pub use greedy::{ARENA_ALIGN, Block, Lifetime, aligned, lower_bound, place};
-pub use in_place::{elementwise_op, reads_only_at_output_index};
+pub use in_place::reads_only_at_output_index;
 pub use storage::InPlace;
 
 use super::error::GraphError;

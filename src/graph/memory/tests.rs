@@ -9,7 +9,7 @@ use rand::{RngExt, SeedableRng};
 
 use super::{ARENA_ALIGN, MemoryPlan, reads_only_at_output_index};
 use crate::graph::exec::CompileOptions;
-use crate::graph::ir::{BinaryOp, ConvAttrs, Graph, Node, Op, TensorInfo, UnaryOp};
+use crate::graph::ir::{BinaryOp, Graph, Node, Op, TensorInfo, UnaryOp};
 use crate::graph::lower::{Lowered, lower_node};
 use crate::te::{DType, HostTensor};
 
@@ -74,14 +74,7 @@ fn random_graph(rng: &mut StdRng) -> Graph {
                 &A,
             ),
             6 => (
-                Op::Conv(ConvAttrs {
-                    kernel: vec![3, 3],
-                    strides: vec![1, 1],
-                    pads_begin: vec![1, 1],
-                    pads_end: vec![1, 1],
-                    dilations: vec![1, 1],
-                    group: 1,
-                }),
+                crate::graph::passes::test_support::conv3x3(),
                 vec![a, "weight".into()],
                 &A,
             ),
