@@ -12,7 +12,8 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, default_libcall_names};
 
 use crate::runtime::Target;
-use crate::runtime::parallel::{tessera_alloc, tessera_free, tessera_parallel_for};
+use crate::runtime::parallel::tessera_parallel_for;
+use crate::runtime::workspace::{tessera_alloc, tessera_free};
 use crate::tir::PrimFunc;
 
 use super::error::CodegenError;

@@ -1,6 +1,7 @@
 //! The runtime of compiled kernels: aligned host buffers, the thread pool
-//! that runs parallel loops, the description of the host device and the
-//! target code is generated for.
+//! that runs parallel loops, the per-thread workspace of their
+//! intermediates, the description of the host device and the target code
+//! is generated for.
 
 mod buffer;
 mod device;
@@ -9,6 +10,7 @@ pub mod pack;
 pub mod parallel;
 pub mod row_math;
 mod target;
+pub mod workspace;
 
 pub use buffer::{BUFFER_ALIGN, BufferError, NdBuffer};
 pub use device::{CacheLevel, DeviceDescription, DeviceKey, host_device};

@@ -784,3 +784,54 @@ int main(void) {{
         );
     }
 }
+
+#[test]
+fn the_c_runtime_keeps_freed_blocks_for_the_next_call_of_its_thread() {
+    let dir = Scratch::new("aot-workspace");
+    let program_source = dir.join("workspace.c");
+    std::fs::write(
+        &program_source,
+        r#"#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+void *tessera_alloc(int64_t bytes);
+void tessera_free(void *ptr);
+#define CHECK(c) do { if (!(c)) { printf("failed: %s\n", #c); return 1; } } while (0)
+int main(void) {
+  char *a = tessera_alloc(3 << 20);
+  CHECK(a != NULL && (uintptr_t)a % 64 == 0);
+  memset(a, 1, 3 << 20);
+  tessera_free(a);
+  CHECK(tessera_alloc(3 << 20) == a);       /* the same size: the same block */
+  char *small = tessera_alloc(10000);
+  tessera_free(small);
+  tessera_free(a);
+  CHECK(tessera_alloc(9000) == small);      /* the smallest that fits */
+  char *big = tessera_alloc(8 << 20);       /* none fits: a new block */
+  CHECK(big != NULL && big != small && big != a);
+  memset(big, 2, 8 << 20);
+  tessera_free(big);
+  tessera_free(small);
+  void *many[20];
+  for (int i = 0; i < 20; i++) { many[i] = tessera_alloc((i + 1) * 8192); CHECK(many[i] != NULL); }
+  for (int i = 0; i < 20; i++) tessera_free(many[i]);
+  for (int i = 19; i >= 12; i--) CHECK(tessera_alloc((i + 1) * 8192) != NULL);
+  tessera_free(NULL);
+  CHECK(tessera_alloc(INT64_MAX) == NULL);
+  printf("ok\n");
+  return 0;
+}
+"#,
+    )
+    .expect("write the test program");
+    let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/deploy/aot/tessera_runtime.c");
+    let program = dir.join("workspace");
+    cc(&dir, &[&program_source, &runtime], &program);
+    let out = run(&mut Command::new(&program), "the workspace program");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "ok",
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -9,7 +9,8 @@
  *   Rust runtime does). Threads: tessera_set_num_threads(n), else the
  *   environment variable TESSERA_THREADS, else the online CPUs.
  * - tessera_alloc / tessera_free: 64-byte aligned heap blocks for buffers too
- *   large for the stack (tessera_alloc returns NULL when out of memory).
+ *   large for the stack, kept per thread for the next call (tessera_alloc
+ *   returns NULL when out of memory).
  * - tessera_*_f64, tessera_pow_f32: math the kernels call (libm).
  */
 #ifndef _POSIX_C_SOURCE
@@ -174,14 +175,72 @@ void tessera_parallel_for(tessera_loop_body body, void *const *ptrs,
 
 /* ---- heap blocks ---- */
 
-void *tessera_alloc(int64_t bytes) {
-  void *block = NULL;
-  size_t size = bytes > 0 ? (size_t)bytes : 1;
-  if (posix_memalign(&block, 64, size) != 0) return NULL;
-  return block;
+/* Kernels allocate their intermediates on every call and free them before
+ * they return; handing them back to libc makes the next call fault every
+ * page in again. So, as the JIT's runtime (src/runtime/workspace.rs) and
+ * TVM's WorkspacePool do, a thread keeps the blocks it freed (at most
+ * TESSERA_CACHED_BLOCKS, smallest first) and a request takes the smallest
+ * that fits; when none fits, the largest is released and a new one made.
+ * A block's capacity sits in the 64 bytes in front of it. */
+
+#define TESSERA_CACHED_BLOCKS 8
+#define TESSERA_BLOCK_HEADER 64
+
+static _Thread_local void *cached_blocks[TESSERA_CACHED_BLOCKS];
+static _Thread_local size_t cached_sizes[TESSERA_CACHED_BLOCKS];
+static _Thread_local int cached_count;
+
+static void cache_remove(int i) {
+  for (; i + 1 < cached_count; i++) {
+    cached_blocks[i] = cached_blocks[i + 1];
+    cached_sizes[i] = cached_sizes[i + 1];
+  }
+  cached_count--;
 }
 
-void tessera_free(void *ptr) { free(ptr); }
+void *tessera_alloc(int64_t bytes) {
+  size_t size = bytes > 0 ? (size_t)bytes : 0;
+  if (size > SIZE_MAX - TESSERA_BLOCK_HEADER - 4096) return NULL;
+  size_t capacity = (size + TESSERA_BLOCK_HEADER + 4095) / 4096 * 4096;
+  void *raw = NULL;
+  for (int i = 0; i < cached_count; i++) {
+    if (cached_sizes[i] >= capacity) {
+      raw = cached_blocks[i];
+      capacity = cached_sizes[i];
+      cache_remove(i);
+      break;
+    }
+  }
+  if (raw == NULL) {
+    if (cached_count > 0) free(cached_blocks[--cached_count]);
+    if (posix_memalign(&raw, 64, capacity) != 0) return NULL;
+  }
+  *(size_t *)raw = capacity;
+  return (char *)raw + TESSERA_BLOCK_HEADER;
+}
+
+void tessera_free(void *ptr) {
+  if (ptr == NULL) return;
+  void *raw = (char *)ptr - TESSERA_BLOCK_HEADER;
+  size_t capacity = *(size_t *)raw;
+  if (cached_count == TESSERA_CACHED_BLOCKS) {
+    if (cached_sizes[0] >= capacity) {
+      free(raw);
+      return;
+    }
+    free(cached_blocks[0]);
+    cache_remove(0);
+  }
+  int at = cached_count;
+  while (at > 0 && cached_sizes[at - 1] > capacity) {
+    cached_blocks[at] = cached_blocks[at - 1];
+    cached_sizes[at] = cached_sizes[at - 1];
+    at--;
+  }
+  cached_blocks[at] = raw;
+  cached_sizes[at] = capacity;
+  cached_count++;
+}
 
 /* ---- math ---- */
 
