@@ -18,7 +18,7 @@ use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Value, types}
 use crate::arith::Interval;
 
 use crate::arith::Affine;
-use crate::te::{BinOp, DType, Expr, ExprKind, Var, VarId};
+use crate::te::{BinOp, CmpOp, DType, Expr, ExprKind, Var, VarId};
 use crate::tir::{BufferId, Stmt};
 
 use super::super::error::CodegenError;
@@ -46,6 +46,25 @@ pub(super) enum VVal {
 
 pub(super) fn uses(e: &Expr, var: VarId) -> bool {
     e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if v.id() == var))
+}
+
+/// Whether the lanes of a chunk for which `cond` holds form an interval:
+/// `cond` is a conjunction of orderings (`<`, `<=`, `>`, `>=`) between
+/// expressions affine in the lane variable `var` (or free of it), each of
+/// which holds on a half-line of lanes.
+fn lanes_form_an_interval(cond: &Expr, var: VarId) -> bool {
+    match cond.kind() {
+        ExprKind::Binary(BinOp::And, a, b) => {
+            lanes_form_an_interval(a, var) && lanes_form_an_interval(b, var)
+        }
+        ExprKind::Cmp(op, a, b) => {
+            matches!(op, CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge)
+                && [a, b]
+                    .iter()
+                    .all(|e| Affine::of(e).coefficient(var).is_some())
+        }
+        _ => !uses(cond, var),
+    }
 }
 
 /// The lanes every store of `s` uses, if they agree.
@@ -197,6 +216,27 @@ impl FnTranslator<'_, '_, '_> {
         Ok(())
     }
 
+    /// Whether `s` reads or writes a buffer promoted to variables (whose
+    /// accesses were planned lane by lane where a condition guards them).
+    fn touches_promoted(&self, s: &Stmt) -> bool {
+        let mut promoted = false;
+        s.visit(&mut |x| {
+            if let Stmt::Store { buffer, .. } = x {
+                promoted |= self.is_promoted(*buffer);
+            }
+        });
+        s.visit_exprs(&mut |e| {
+            e.visit(&mut |x| {
+                if let ExprKind::Read(t, _) = x.kind()
+                    && let Ok(buffer) = self.buffer_of(t)
+                {
+                    promoted |= self.is_promoted(buffer);
+                }
+            });
+        });
+        promoted
+    }
+
     pub(super) fn bind_lane(&mut self, lane: &Lane, i: i64) {
         let v = self.index_add(lane.base, Val::Int(i));
         let binding = match v {
@@ -253,6 +293,35 @@ impl FnTranslator<'_, '_, '_> {
                 if let Some(o) = otherwise {
                     self.vector_stmt(o, lane)?;
                 }
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(merge);
+                Ok(())
+            }
+            Stmt::IfThenElse { cond, then, .. }
+                if lanes_form_an_interval(cond, lane.var) && !self.touches_promoted(then) =>
+            {
+                // The lanes that pass are an interval: both ends passing
+                // means every lane does (a full tile of a split that does
+                // not divide), and the chunk runs as vectors.
+                let ends = [0, lane.lanes - 1].map(|i| {
+                    self.bind_lane(lane, i);
+                    let c = self.expr(cond, false);
+                    self.env.remove(&lane.var);
+                    c.map(|c| self.materialize(c, DType::Bool))
+                });
+                let [first, last] = ends;
+                let all = self.b.ins().band(first?, last?);
+                let (vector_block, lane_block, merge) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.ins().brif(all, vector_block, &[], lane_block, &[]);
+                self.b.switch_to_block(vector_block);
+                self.vector_stmt(then, lane)?;
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(lane_block);
+                self.per_lane_stmt(s, lane)?;
                 self.b.ins().jump(merge, &[]);
                 self.b.switch_to_block(merge);
                 Ok(())

@@ -193,3 +193,26 @@ fn strided_reads_without_padding_stop_at_the_buffer_end() {
         assert!(listing.contains("shufps"), "{label}:\n{listing}");
     }
 }
+
+/// A split that does not divide guards its vectorized loop: a chunk every
+/// lane of which passes the guard runs as vectors, a chunk at the edge lane
+/// by lane (never loading past the input's last element), and the result is
+/// the interpreter's.
+#[test]
+fn guarded_chunks_that_pass_whole_run_as_vectors_and_edges_stay_inside() {
+    for (n, factor) in [(10, 8), (22, 16), (7, 4), (13, 12)] {
+        let label = format!("relu N={n} split {factor}");
+        let listing = check_fenced(
+            &label,
+            &build("relu", &[("M", 3), ("N", n)]),
+            &format!(
+                r#"[{{"kind": "split", "stage": "relu", "iter": "i1", "factors": [{factor}]}},
+                    {{"kind": "annotate", "stage": "relu", "iter": "i1.1", "annotation": "vectorize"}}]"#
+            ),
+        );
+        let vector_store = listing.lines().any(|l| {
+            l.contains("movups %xmm") && l.contains("%xmm") && l.trim_end().ends_with(')')
+        });
+        assert!(vector_store, "{label}: no vector store\n{listing}");
+    }
+}
