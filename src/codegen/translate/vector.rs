@@ -216,6 +216,29 @@ impl FnTranslator<'_, '_, '_> {
         Ok(())
     }
 
+    /// `if c { then } else { otherwise }`, each side emitted by its closure.
+    fn branch(
+        &mut self,
+        c: Value,
+        then: impl FnOnce(&mut Self) -> Result<(), CodegenError>,
+        otherwise: impl FnOnce(&mut Self) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let (then_block, else_block, merge) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(c, then_block, &[], else_block, &[]);
+        self.b.switch_to_block(then_block);
+        then(self)?;
+        self.b.ins().jump(merge, &[]);
+        self.b.switch_to_block(else_block);
+        otherwise(self)?;
+        self.b.ins().jump(merge, &[]);
+        self.b.switch_to_block(merge);
+        Ok(())
+    }
+
     /// Whether `s` reads or writes a buffer promoted to variables (whose
     /// accesses were planned lane by lane where a condition guards them).
     fn touches_promoted(&self, s: &Stmt) -> bool {
@@ -280,22 +303,15 @@ impl FnTranslator<'_, '_, '_> {
                     }
                     other => self.materialize(other, DType::Bool),
                 };
-                let (then_block, else_block, merge) = (
-                    self.b.create_block(),
-                    self.b.create_block(),
-                    self.b.create_block(),
-                );
-                self.b.ins().brif(c, then_block, &[], else_block, &[]);
-                self.b.switch_to_block(then_block);
-                self.vector_stmt(then, lane)?;
-                self.b.ins().jump(merge, &[]);
-                self.b.switch_to_block(else_block);
-                if let Some(o) = otherwise {
-                    self.vector_stmt(o, lane)?;
-                }
-                self.b.ins().jump(merge, &[]);
-                self.b.switch_to_block(merge);
-                Ok(())
+                self.branch(
+                    c,
+                    |t| t.vector_stmt(then, lane),
+                    |t| {
+                        otherwise
+                            .as_deref()
+                            .map_or(Ok(()), |o| t.vector_stmt(o, lane))
+                    },
+                )
             }
             Stmt::IfThenElse { cond, then, .. }
                 if lanes_form_an_interval(cond, lane.var) && !self.touches_promoted(then) =>
@@ -311,20 +327,11 @@ impl FnTranslator<'_, '_, '_> {
                 });
                 let [first, last] = ends;
                 let all = self.b.ins().band(first?, last?);
-                let (vector_block, lane_block, merge) = (
-                    self.b.create_block(),
-                    self.b.create_block(),
-                    self.b.create_block(),
-                );
-                self.b.ins().brif(all, vector_block, &[], lane_block, &[]);
-                self.b.switch_to_block(vector_block);
-                self.vector_stmt(then, lane)?;
-                self.b.ins().jump(merge, &[]);
-                self.b.switch_to_block(lane_block);
-                self.per_lane_stmt(s, lane)?;
-                self.b.ins().jump(merge, &[]);
-                self.b.switch_to_block(merge);
-                Ok(())
+                self.branch(
+                    all,
+                    |t| t.vector_stmt(then, lane),
+                    |t| t.per_lane_stmt(s, lane),
+                )
             }
             other => self.per_lane_stmt(other, lane),
         }
