@@ -116,59 +116,40 @@ fn convolution_bias_relu_and_the_residual_add_fuse() {
     assert_eq!(k.outputs, ["y"]);
 }
 
-/// Every read, in `dag`, of a stage by a stage of the same shape, as
-/// (reader, producer, whether it is at the reader's own axes).
-fn same_shape_reads(dag: &crate::te::ComputeDag) -> Vec<(String, String, bool)> {
-    use crate::te::ExprKind;
-    let mut reads = Vec::new();
-    for stage in dag.stages() {
-        let Some(op) = stage.compute_op() else {
-            continue;
-        };
-        op.body.visit(&mut |e| {
-            if let ExprKind::Read(t, indices) = e.kind()
-                && !t.is_placeholder()
-                && t.shape() == stage.shape()
-            {
-                let identity = indices
-                    .iter()
-                    .zip(&op.axes)
-                    .all(|(i, a)| matches!(i.kind(), ExprKind::Var(v) if v == a));
-                reads.push((stage.name().to_string(), t.name().to_string(), identity));
-            }
-        });
-    }
-    reads
-}
-
 #[test]
-fn an_epilogue_reads_its_producer_at_its_own_axes_across_unit_dimensions() {
-    // The members see [4, 6, 6] (unit dimensions dropped), the group
-    // computes [1, 4, 6, 6]: the batch index must be the epilogue's own
-    // axis, not a literal 0, or the sketches cannot fuse it into the
-    // convolution's tiles.
-    let fused = fuse(&conv_bias_relu_add(), &[]).expect("fuses");
+fn a_fused_convolution_keeps_its_cache_write_and_transposed_accumulator_sketches() {
+    // The members' epilogue reads the convolution across the dimensions of
+    // extent 1 the member did not see; whatever form that read takes, the
+    // group must keep the tensorized cache-write sketches with the
+    // accumulator channel-innermost, the fastest for short output rows (a
+    // ResNet-50 3x3 convolution over 7x7 lost 2.4x when a fused-epilogue
+    // form left only the consumer-hosted tiles).
+    let mut b = Builder::new();
+    b.input("x", &[1, 4, 6, 6])
+        .constant("w", &[32, 4, 3, 3])
+        .constant("bias", &[32])
+        .node("conv", conv3x3(), &["x", "w", "bias"], "c", &[1, 32, 6, 6])
+        .node(
+            "relu",
+            Op::Unary(UnaryOp::Relu),
+            &["c"],
+            "r",
+            &[1, 32, 6, 6],
+        );
+    let fused = fuse(&b.outputs(&["r"]), &[]).expect("fuses");
+    assert_eq!(node_names(&fused), ["conv+Relu"]);
     for lowered in &fused.lowered {
         let Lowered::Kernel(k) = lowered else {
             continue;
         };
-        let reads = same_shape_reads(&k.dag);
-        assert!(!reads.is_empty(), "{}", k.dag.label());
-        for (reader, producer, identity) in reads {
-            assert!(
-                identity,
-                "{}: {reader} reads {producer} at other indices",
-                k.dag.label()
-            );
-        }
         let sketches = crate::search::generate_sketches(&k.dag, &crate::runtime::Target::host());
         assert!(
-            sketches.iter().any(|s| s.steps.iter().any(|step| matches!(
-                step,
-                crate::search::SketchStep::Fixed(crate::schedule::Step::ComputeAt { .. })
-            ))),
-            "{}: no sketch computes the convolution inside its epilogue",
-            k.dag.label()
+            sketches.iter().any(
+                |s| s.name.contains("tensorize(") && s.name.contains("+transposed_accumulator")
+            ),
+            "{}: {:?}",
+            k.dag.label(),
+            sketches.iter().map(|s| &s.name).collect::<Vec<_>>()
         );
     }
 }
