@@ -8,8 +8,8 @@
 //! depthwise convolution inside a model that was half its time. So freed
 //! blocks stay with the thread that freed them and the next request takes
 //! the smallest one that fits; when none fits, the largest cached block is
-//! given back and a new one made, so a thread never holds more blocks than
-//! its kernels had alive at once (plus [`MAX_CACHED_BLOCKS`]).
+//! given back and a new one made. A thread keeps at most
+//! [`MAX_CACHED_BLOCKS`] free blocks of at most [`MAX_CACHED_BYTES`] in all.
 
 use std::alloc::Layout;
 use std::cell::RefCell;
@@ -147,13 +147,9 @@ pub unsafe extern "C" fn tessera_free(ptr: *mut u8) {
         return;
     }
     // SAFETY: as promised by the caller.
-    let block = unsafe { Block::take_back(ptr) };
-    let mut block = Some(block);
-    let _ = POOL.try_with(|pool| {
-        if let Some(b) = block.take() {
-            pool.borrow_mut().give(b);
-        }
-    });
+    let mut block = Some(unsafe { Block::take_back(ptr) });
+    // A thread whose pool is already gone (it is exiting) releases the block.
+    let _ = POOL.try_with(|pool| block.take().map(|b| pool.borrow_mut().give(b)));
     if let Some(b) = block {
         b.release();
     }

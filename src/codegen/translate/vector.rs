@@ -319,13 +319,12 @@ impl FnTranslator<'_, '_, '_> {
                 // The lanes that pass are an interval: both ends passing
                 // means every lane does (a full tile of a split that does
                 // not divide), and the chunk runs as vectors.
-                let ends = [0, lane.lanes - 1].map(|i| {
+                let [first, last] = [0, lane.lanes - 1].map(|i| {
                     self.bind_lane(lane, i);
                     let c = self.expr(cond, false);
                     self.env.remove(&lane.var);
                     c.map(|c| self.materialize(c, DType::Bool))
                 });
-                let [first, last] = ends;
                 let all = self.b.ins().band(first?, last?);
                 self.branch(
                     all,
