@@ -52,6 +52,9 @@ macro_rules! vector_micro_kernels {
         #[doc = concat!("f32 lanes of one ", $isa_name, " vector.")]
         const L: usize = $lanes;
 
+        /// How many rows of B ahead of the one in use the k loop prefetches.
+        const PREFETCH_ROWS: isize = 16;
+
         $(
             #[doc = concat!("The ", stringify!($mr), "×", stringify!($nr), " ", $isa_name,
                 " micro-kernel; see [`super::GemmFn`].")]
@@ -184,7 +187,19 @@ macro_rules! vector_micro_kernels {
                     };
                 )?
                 let (mut ap, mut bp) = (a, b);
+                // B's row PREFETCH_ROWS ahead, one hint per cache line: a
+                // panel read for the first time (weights laid out ahead of
+                // time, an activation read in place with a long row stride)
+                // streams from memory instead of stalling each row.
+                let lines = (NV * L * 4).div_ceil(64);
+                let ahead = PREFETCH_ROWS.wrapping_mul(b_rs);
                 for _ in 0..kc {
+                    for line in 0..lines {
+                        let p = bp.wrapping_offset(ahead).wrapping_add(line * 16);
+                        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                            p.cast::<i8>(),
+                        );
+                    }
                     let mut bv: [$vector; NV] = [$zero; NV];
                     for v in 0..NV {
                         bv[v] = if MASKED {
