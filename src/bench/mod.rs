@@ -130,15 +130,20 @@ impl Bench {
         let mut tuned = Contender::run_once(tuned_kernel, &inputs)?;
         let mut default = Contender::run_once(default_kernel, &inputs)?;
         let mut error = tuned.error_against(&default);
-        let mut prepacked =
-            match constants::prepacked(task.dag(), &resolved.state, &options.constants, &inputs)? {
-                Some((rewritten, packed)) => {
-                    let contender = Contender::run_once(self.compile(&rewritten)?, &packed)?;
-                    error = error.max(contender.error_against(&default));
-                    Some(contender)
-                }
-                None => None,
-            };
+        let mut prepacked = match constants::prepacked(
+            task.dag(),
+            &resolved.state,
+            &options.constants,
+            &inputs,
+            &self.codegen_options(),
+        )? {
+            Some((kernel, packed)) => {
+                let contender = Contender::run_once(kernel, &packed)?;
+                error = error.max(contender.error_against(&default));
+                Some(contender)
+            }
+            None => None,
+        };
         let mut plain = match plain_kernel {
             Some(kernel) => {
                 let contender = Contender::run_once(kernel, &inputs)?;
@@ -250,14 +255,15 @@ impl Bench {
     }
 
     fn compile_func(&self, func: &tir::PrimFunc) -> Result<Kernel, BenchError> {
-        Ok(codegen::compile(
-            func,
-            &CodegenOptions {
-                opt_level: self.options.opt_level,
-                strict_fp: self.options.strict_fp,
-                ..CodegenOptions::for_target(self.options.target)
-            },
-        )?)
+        Ok(codegen::compile(func, &self.codegen_options())?)
+    }
+
+    fn codegen_options(&self) -> CodegenOptions {
+        CodegenOptions {
+            opt_level: self.options.opt_level,
+            strict_fp: self.options.strict_fp,
+            ..CodegenOptions::for_target(self.options.target)
+        }
     }
 }
 

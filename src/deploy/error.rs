@@ -72,6 +72,14 @@ pub enum DeployError {
         /// Why not.
         reason: String,
     },
+    /// A packer failed on the tensor given for its input.
+    #[error("laying out input '{input}' ahead of time failed: {reason}")]
+    Pack {
+        /// The input.
+        input: String,
+        /// What failed (a shape or type mismatch names both).
+        reason: String,
+    },
     /// A layout that is not a permutation of a tensor's dimensions.
     #[error(
         "layout {layout:?} of {input} is not a permutation of its {rank} dimensions; use the layout of the artifact's layout_rewrites"

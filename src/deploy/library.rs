@@ -526,10 +526,7 @@ impl Library {
     /// How many kernels have been compiled so far (plain and prepacked).
     pub fn compiled(&self) -> usize {
         let prepacked = self.prepacked.borrow();
-        let rewritten = prepacked
-            .values()
-            .filter(|k| !k.rewrites.is_empty())
-            .count();
+        let rewritten = prepacked.values().filter(|k| k.is_rewritten()).count();
         self.kernels.borrow().len() + rewritten
     }
 }

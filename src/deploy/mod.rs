@@ -5,11 +5,11 @@
 
 pub mod aot;
 mod artifact;
+mod constant_inputs;
 mod error;
 mod export;
 mod layout_rewrite;
 mod library;
-mod permute;
 mod prepacked;
 mod rename;
 mod verify;
@@ -20,14 +20,14 @@ pub use artifact::{
     ARTIFACT_SCHEMA, Artifact, INDEX_FILE, Index, IndexEntry, artifact_file_name, device_dir,
     micro_kernels_of, write_atomic,
 };
+pub use constant_inputs::{CompiledWithConstants, Packer, compile_with_constants, pack_inputs};
 pub use error::DeployError;
 pub use export::{
     DeployOptions, DeployOutcome, DeployReport, DeployedWorkload, deploy, deploy_device,
 };
 pub(crate) use layout_rewrite::check_inputs;
-pub use layout_rewrite::{LayoutRewrite, plan_layout_rewrites, rewrite_layouts};
+pub use layout_rewrite::{LayoutRewrite, plan_layout_rewrites};
 pub use library::{FallbackReason, KernelSource, Library, LoadedKernel, Resolution};
-pub use permute::pack_input;
 pub use prepacked::PrepackedKernel;
 pub use rename::translate_steps;
 pub use verify::{

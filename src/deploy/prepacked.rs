@@ -6,25 +6,24 @@
 
 use std::rc::Rc;
 
-use crate::codegen::{self, Kernel};
-use crate::schedule::State;
+use crate::codegen::Kernel;
 use crate::te::{ComputeDag, HostTensor};
 
+use super::constant_inputs::{Packer, compile_with_constants, pack_inputs};
 use super::error::DeployError;
-use super::layout_rewrite::{LayoutRewrite, check_inputs, plan_constants, rewrite_layouts};
+use super::layout_rewrite::check_inputs;
 use super::library::{KernelSource, Library, Resolution};
-use super::permute::pack_input;
 
 /// A compiled kernel that takes some inputs already packed.
 #[derive(Clone)]
 pub struct PrepackedKernel {
-    /// The kernel: it takes each input of [`rewrites`](Self::rewrites) in
-    /// that rewrite's layout, the other inputs as the DAG has them.
+    /// The kernel: it takes each input a [`packers`](Self::packers) entry
+    /// lays out packed by it, the other inputs as the DAG has them.
     pub kernel: Rc<Kernel>,
     /// Tuned, or fallback with the reason.
     pub source: KernelSource,
-    /// The inputs laid out ahead of time (empty: the plain kernel).
-    pub rewrites: Vec<LayoutRewrite>,
+    /// One per input laid out ahead of time (empty: the plain kernel).
+    pub packers: Vec<Rc<Packer>>,
     /// The constants asked for that are not laid out ahead of time, each
     /// with the reason (the schedule reads it directly, the default
     /// schedule was used, …).
@@ -36,31 +35,23 @@ pub struct PrepackedKernel {
 impl PrepackedKernel {
     /// Whether any input is laid out ahead of time.
     pub fn is_rewritten(&self) -> bool {
-        !self.rewrites.is_empty()
+        !self.packers.is_empty()
+    }
+
+    /// The inputs laid out ahead of time, in the DAG's order.
+    pub fn packed_inputs(&self) -> Vec<&str> {
+        self.inputs
+            .iter()
+            .filter(|name| self.packers.iter().any(|p| p.input() == name.as_str()))
+            .map(String::as_str)
+            .collect()
     }
 
     /// `inputs` (one per input of the DAG, in argument order, in the DAG's
-    /// layouts) with the rewritten ones packed into their layouts: what
+    /// layouts) with the laid-out ones packed: what
     /// [`kernel`](Self::kernel) takes. Do it once per set of constants.
     pub fn pack_constants(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, DeployError> {
-        if inputs.len() != self.inputs.len() {
-            return Err(DeployError::BadInputs(format!(
-                "{} tensors given, the DAG has {} inputs ({})",
-                inputs.len(),
-                self.inputs.len(),
-                self.inputs.join(", ")
-            )));
-        }
-        inputs
-            .iter()
-            .zip(&self.inputs)
-            .map(
-                |(tensor, name)| match self.rewrites.iter().find(|r| &r.input == name) {
-                    Some(rewrite) => pack_input(tensor, &rewrite.layout),
-                    None => Ok(tensor.clone()),
-                },
-            )
-            .collect()
+        pack_inputs(&self.packers, &self.inputs, inputs)
     }
 }
 
@@ -97,7 +88,7 @@ impl Library {
             Ok(PrepackedKernel {
                 kernel: loaded.kernel,
                 source: loaded.source,
-                rewrites: Vec::new(),
+                packers: Vec::new(),
                 not_rewritten,
                 inputs: inputs.clone(),
             })
@@ -115,37 +106,17 @@ impl Library {
                 path,
                 state,
             } => {
-                let steps = state.steps().to_vec();
-                let planned = plan_constants(dag, &steps, &names)?;
-                let usable: Vec<&str> = planned
-                    .iter()
-                    .filter(|(_, v)| v.is_ok())
-                    .map(|(n, _)| n.as_str())
-                    .collect();
-                let mut not_rewritten: Vec<(String, String)> = planned
-                    .iter()
-                    .filter_map(|(n, v)| v.as_ref().err().map(|e| (n.clone(), e.clone())))
-                    .collect();
-                let compiled = if usable.is_empty() {
-                    None
-                } else {
-                    Some(self.compile_rewritten(dag, &steps, &usable))
-                };
+                let compiled = compile_with_constants(dag, state.steps(), &names, &self.options);
                 match compiled {
-                    None => plain(not_rewritten)?,
-                    Some(Ok((kernel, rewrites))) => PrepackedKernel {
-                        kernel: Rc::new(kernel),
+                    Ok(c) if !c.packers.is_empty() => PrepackedKernel {
+                        kernel: Rc::new(c.kernel),
                         source: KernelSource::Tuned { artifact, path },
-                        rewrites,
-                        not_rewritten,
+                        packers: c.packers.into_iter().map(Rc::new).collect(),
+                        not_rewritten: c.not_laid_out,
                         inputs: inputs.clone(),
                     },
-                    Some(Err(e)) => {
-                        let reason = format!("the rewritten schedule failed: {e}");
-                        not_rewritten
-                            .extend(usable.iter().map(|n| (n.to_string(), reason.clone())));
-                        plain(not_rewritten)?
-                    }
+                    Ok(c) => plain(c.not_laid_out)?,
+                    Err(e) => plain(all(&format!("the schedule with constants failed: {e}")))?,
                 }
             }
         };
@@ -153,18 +124,5 @@ impl Library {
             .borrow_mut()
             .insert(cache_key, loaded.clone());
         Ok(loaded)
-    }
-
-    fn compile_rewritten(
-        &self,
-        dag: &ComputeDag,
-        steps: &[crate::schedule::Step],
-        constants: &[&str],
-    ) -> Result<(Kernel, Vec<LayoutRewrite>), DeployError> {
-        let (new_dag, new_steps, rewrites) = rewrite_layouts(dag, steps, constants)?;
-        let state = State::replay(&new_dag, &new_steps)?;
-        let func = crate::tir::lower(&state)?;
-        let kernel = codegen::compile(&func, &self.options)?;
-        Ok((kernel, rewrites))
     }
 }

@@ -1,6 +1,7 @@
 //! `tessera deploy --verify` for an artifact with layout rewrites: the
-//! kernel with those inputs laid out ahead of time, compiled, run on the
-//! packed inputs and checked against the reference like the plain one.
+//! kernel with those inputs laid out ahead of time (their packing copies
+//! hoisted into packers), compiled, run on the packed inputs and checked
+//! against the reference like the plain one.
 
 use crate::codegen::{self, CodegenOptions, Kernel};
 use crate::measure::{INTERPRETER_FLOP_LIMIT, Reference, Task, Verdict};
@@ -8,8 +9,8 @@ use crate::runtime::{NdBuffer, Target};
 use crate::schedule::{State, Step};
 use crate::te::HostTensor;
 
-use super::layout_rewrite::{LayoutRewrite, rewrite_layouts};
-use super::permute::pack_input;
+use super::constant_inputs::{compile_with_constants, pack_inputs};
+use super::layout_rewrite::{LayoutRewrite, plan_layout_rewrites};
 use super::verify::WrongAnswer;
 
 /// Lowers and compiles `state` for `target`.
@@ -43,15 +44,24 @@ pub(super) fn verify_prepacked(
     wrong_answer: Option<WrongAnswer>,
 ) -> Result<(), String> {
     let names: Vec<&str> = rewrites.iter().map(|r| r.input.as_str()).collect();
-    let (dag, new_steps, planned) =
-        rewrite_layouts(task.dag(), steps, &names).map_err(|e| e.to_string())?;
+    let planned: Vec<LayoutRewrite> = plan_layout_rewrites(task.dag(), steps)
+        .into_iter()
+        .filter(|p| names.contains(&p.input.as_str()))
+        .collect();
     if planned != rewrites {
         return Err(format!(
             "the artifact lists layout rewrites {rewrites:?}, its schedule allows {planned:?}"
         ));
     }
-    let state = State::replay(&dag, &new_steps).map_err(|e| e.to_string())?;
-    let kernel = compile(&state, target)?;
+    let options = CodegenOptions::for_target(*target);
+    let compiled =
+        compile_with_constants(task.dag(), steps, &names, &options).map_err(|e| e.to_string())?;
+    if let Some((input, reason)) = compiled.not_laid_out.first() {
+        return Err(format!(
+            "the artifact lists '{input}' in its layout_rewrites, but it cannot be laid out ahead of time: {reason}"
+        ));
+    }
+    let kernel = compiled.kernel;
     let inputs = task.inputs();
     let reference = if task.dag().flop_count() <= INTERPRETER_FLOP_LIMIT {
         Reference::from_interpreter(task)
@@ -63,16 +73,14 @@ pub(super) fn verify_prepacked(
         Reference::from_checked_kernel(task, &bytes_of(&outputs)?)
     }
     .map_err(|e| format!("no reference: {e}"))?;
-    let packed = inputs
+    let input_names: Vec<String> = task
+        .dag()
+        .inputs()
         .iter()
-        .zip(task.dag().inputs())
-        .map(
-            |(tensor, input)| match rewrites.iter().find(|r| r.input == input.name()) {
-                Some(r) => pack_input(tensor, &r.layout).map_err(|e| e.to_string()),
-                None => Ok(tensor.clone()),
-            },
-        )
-        .collect::<Result<Vec<_>, String>>()?;
+        .map(|t| t.name().to_string())
+        .collect();
+    let packed =
+        pack_inputs(&compiled.packers, &input_names, &inputs).map_err(|e| e.to_string())?;
     let mut outputs = kernel
         .run_host(&packed)
         .map_err(|e| format!("running it failed: {e}"))?;

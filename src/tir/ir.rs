@@ -275,6 +275,30 @@ impl Stmt {
         }
     }
 
+    /// Variables this statement tree uses that it does not bind itself (by
+    /// a loop or a let inside it), in order of first use.
+    pub fn free_vars(&self) -> Vec<crate::te::VarId> {
+        let mut bound = std::collections::HashSet::new();
+        self.visit(&mut |s| match s {
+            Stmt::For { var, .. } | Stmt::Let { var, .. } => {
+                bound.insert(var.id());
+            }
+            _ => {}
+        });
+        let mut free = Vec::new();
+        self.visit_exprs(&mut |e| {
+            e.visit(&mut |x| {
+                if let crate::te::ExprKind::Var(v) = x.kind()
+                    && !bound.contains(&v.id())
+                    && !free.contains(&v.id())
+                {
+                    free.push(v.id());
+                }
+            })
+        });
+        free
+    }
+
     /// Calls `f` on every expression in this statement tree (store indices and
     /// values, conditions, let values).
     pub fn visit_exprs(&self, f: &mut dyn FnMut(&Expr)) {

@@ -1,6 +1,7 @@
 //! The loop-nest IR: lowering from schedules as a list of named passes,
 //! simplification (egg), a printer and an interpreter.
 
+mod constant_copies;
 pub mod interp;
 mod ir;
 mod lower;
@@ -8,6 +9,7 @@ pub mod passes;
 mod printer;
 pub mod simplify;
 
+pub use constant_copies::{ConstantCopyError, HoistedCopy, hoist_constant_copy};
 pub use interp::{TirInterpError, run};
 pub use ir::{
     Buffer, BufferId, ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PackCall, PrimFunc,

@@ -1,6 +1,6 @@
-//! The ahead-of-time layout rewrite of constant inputs: a schedule that
-//! reads a weight only through one packing copy gets a kernel that takes the
-//! weight already packed, without the copy — planned, rewritten, compiled,
+//! Constant inputs laid out ahead of time: a schedule that reads a weight
+//! only through one packing copy gets a kernel that takes every panel
+//! already packed, and a packer that makes them once — planned, compiled,
 //! loaded through the `Library` and checked by `tessera deploy --verify`.
 
 use crate::common;
@@ -11,17 +11,17 @@ use common::{
     Scratch, assert_close, build, ok_result, random_inputs, reduction_length, reference,
     tessera_command,
 };
-use tessera::codegen::{CodegenOptions, compile};
+use tessera::codegen::CodegenOptions;
 use tessera::db::TuningDb;
 use tessera::deploy::{
-    self, Artifact, DeployError, DeployOptions, INDEX_FILE, Index, KernelSource, LayoutRewrite,
-    Library, device_dir, pack_input, plan_layout_rewrites, rewrite_layouts,
+    self, Artifact, CompiledWithConstants, DeployError, DeployOptions, INDEX_FILE, Index,
+    KernelSource, LayoutRewrite, Library, compile_with_constants, device_dir, pack_inputs,
+    plan_layout_rewrites,
 };
 use tessera::measure::{MeasureResult, Task};
 use tessera::runtime::host_device;
-use tessera::schedule::{State, Step, steps_from_json};
-use tessera::te::{self, ComputeDag, DType, HostTensor};
-use tessera::tir;
+use tessera::schedule::{Step, steps_from_json};
+use tessera::te::{self, ComputeDag, DType};
 
 const DENSE: &str = "M=16,N=40,K=24";
 
@@ -65,67 +65,35 @@ fn copied_data_dense() -> Vec<Step> {
     )
 }
 
-/// Compiles `steps` on `dag`, runs it on `inputs`.
-fn run(dag: &ComputeDag, steps: &[Step], inputs: &[HostTensor]) -> Vec<HostTensor> {
-    let state = State::replay(dag, steps).unwrap_or_else(|e| panic!("replays: {e}"));
-    let func = tir::lower(&state).unwrap_or_else(|e| panic!("lowers: {e}"));
-    let kernel = compile(&func, &CodegenOptions::default()).unwrap_or_else(|e| panic!("{e}"));
-    kernel
-        .run_host(inputs)
-        .unwrap_or_else(|e| panic!("runs: {e}"))
+/// `steps` on `dag` compiled with `constants` laid out ahead of time.
+fn with_constants(dag: &ComputeDag, steps: &[Step], constants: &[&str]) -> CompiledWithConstants {
+    compile_with_constants(dag, steps, constants, &CodegenOptions::default())
+        .unwrap_or_else(|e| panic!("compiles: {e}"))
 }
 
-/// Rewrites `constants` of `steps` on `dag`, checks the copies are gone (or,
-/// transposing panel copies, plain) and the rewritten kernel on packed
-/// inputs matches the reference.
-fn check_rewrite(label: &str, dag: &ComputeDag, steps: &[Step], constants: &[&str]) {
-    let (new_dag, new_steps, rewrites) =
-        rewrite_layouts(dag, steps, constants).unwrap_or_else(|e| panic!("{label}: {e}"));
-    for rewrite in &rewrites {
-        let copy = format!("{}.local", rewrite.input);
-        let kept = new_steps
-            .iter()
-            .find(|s| matches!(s, Step::CacheRead { stage, .. } if *stage == rewrite.input));
-        let state = State::replay(&new_dag, &new_steps).expect("replays");
-        match kept {
-            // A transposing panel copy stays, as a plain copy.
-            Some(Step::CacheRead { layout, .. }) => {
-                assert_eq!(layout, &None, "{label}: {copy} still transposes");
-                assert!(
-                    rewrite.layout.iter().enumerate().any(|(d, &l)| d != l),
-                    "{label}: a plain copy of {} was kept",
-                    rewrite.input
-                );
-            }
-            _ => {
-                assert!(
-                    !new_steps.iter().any(|s| s.stage() == copy),
-                    "{label}: a step of {copy} survived: {new_steps:?}"
-                );
-                assert!(
-                    state.stage_index(&copy).is_none(),
-                    "{label}: {copy} is gone"
-                );
-            }
-        }
-    }
+/// Lays `constants` out ahead of time (all of them must be), runs the
+/// kernel on the packed inputs against the reference.
+fn check_constants(label: &str, dag: &ComputeDag, steps: &[Step], constants: &[&str]) {
+    let compiled = with_constants(dag, steps, constants);
+    assert!(
+        compiled.not_laid_out.is_empty(),
+        "{label}: {:?}",
+        compiled.not_laid_out
+    );
+    let mut packed: Vec<&str> = compiled.packers.iter().map(|p| p.input()).collect();
+    packed.sort_unstable();
+    let mut asked = constants.to_vec();
+    asked.sort_unstable();
+    assert_eq!(packed, asked, "{label}");
     let inputs = random_inputs(dag, 3);
-    let packed: Vec<HostTensor> = inputs
-        .iter()
-        .zip(dag.inputs())
-        .map(
-            |(t, input)| match rewrites.iter().find(|r| r.input == input.name()) {
-                Some(r) => pack_input(t, &r.layout).expect("packs"),
-                None => t.clone(),
-            },
-        )
-        .collect();
-    let got = run(&new_dag, &new_steps, &packed);
+    let names: Vec<String> = dag.inputs().iter().map(|t| t.name().to_string()).collect();
+    let packed = pack_inputs(&compiled.packers, &names, &inputs).expect("packs");
+    let got = compiled.kernel.run_host(&packed).expect("runs");
     assert_close(label, &got, &reference(dag, &inputs), reduction_length(dag));
 }
 
 #[test]
-fn a_transposing_pack_of_the_weight_is_planned_and_rewritten_into_a_plain_copy() {
+fn a_transposing_pack_of_the_weight_is_planned_and_made_once_per_panel() {
     let dag = dense();
     let steps = tensorized_dense();
     assert_eq!(
@@ -135,26 +103,28 @@ fn a_transposing_pack_of_the_weight_is_planned_and_rewritten_into_a_plain_copy()
             layout: vec![1, 0],
         }]
     );
-    let (new_dag, new_steps, rewrites) =
-        rewrite_layouts(&dag, &steps, &["weight"]).expect("rewrites");
-    assert_eq!(rewrites.len(), 1);
-    assert_eq!(new_dag.inputs()[1].name(), "weight");
-    assert_eq!(new_dag.inputs()[1].shape(), &[24, 40]);
-    assert_eq!(new_dag.inputs()[0].shape(), dag.inputs()[0].shape());
-    // The panels are still packed per n block (read in place, the laid-out
-    // weight would be walked a whole row apart per k), now by a plain copy.
-    assert_eq!(new_steps.len(), steps.len());
-    assert!(new_steps.iter().any(|s| matches!(s,
-        Step::CacheRead { stage, layout: None, .. } if stage == "weight")));
-    let state = State::replay(&new_dag, &new_steps).expect("replays");
-    let ir = tir::lower(&state).expect("lowers").to_string();
-    assert!(ir.contains("micro-kernel generic_4x4"), "{ir}");
-    assert!(ir.contains("weight.local"), "{ir}");
-    check_rewrite("tensorized dense", &dag, &steps, &["weight"]);
+    let compiled = with_constants(&dag, &steps, &["weight"]);
+    assert_eq!(compiled.packers.len(), 1);
+    // Ten column panels of 24 × 4: the whole weight, transposed per panel.
+    let weight = &random_inputs(&dag, 1)[1];
+    let packed = compiled.packers[0].pack(weight).expect("packs");
+    assert_eq!(packed.shape(), &[10 * 24 * 4]);
+    let (w, p) = (weight.as_f32().expect("f32"), packed.as_f32().expect("f32"));
+    // weight is [N=40, K=24]; panel j holds rows 4j..4j+4 as [k, n].
+    assert_eq!(p[(2 * 24 + 5) * 4 + 3], w[(2 * 4 + 3) * 24 + 5]);
+    // A packer checks the tensor it is given.
+    match compiled.packers[0].pack(&random_inputs(&dag, 1)[0]) {
+        Err(e @ DeployError::Pack { .. }) => assert!(e.to_string().contains("'weight'"), "{e}"),
+        other => panic!(
+            "expected a Pack error, got {:?}",
+            other.map(|t| t.shape().to_vec())
+        ),
+    }
+    check_constants("tensorized dense", &dag, &steps, &["weight"]);
 }
 
 #[test]
-fn a_plain_identity_copy_of_an_input_is_rewritten_too() {
+fn a_plain_identity_copy_of_an_input_is_made_ahead_of_time_too() {
     let dag = dense();
     let steps = copied_data_dense();
     assert_eq!(
@@ -164,7 +134,7 @@ fn a_plain_identity_copy_of_an_input_is_rewritten_too() {
             layout: vec![0, 1],
         }]
     );
-    check_rewrite("identity copy of data", &dag, &steps, &["data"]);
+    check_constants("identity copy of data", &dag, &steps, &["data"]);
     // Both copies at once, each input with its own layout.
     let mut both = tensorized_dense();
     both.insert(
@@ -177,7 +147,7 @@ fn a_plain_identity_copy_of_an_input_is_rewritten_too() {
     );
     let planned = plan_layout_rewrites(&dag, &both);
     assert_eq!(planned.len(), 2, "{planned:?}");
-    check_rewrite("both inputs", &dag, &both, &["weight", "data"]);
+    check_constants("both inputs", &dag, &both, &["weight", "data"]);
 }
 
 /// `out[i, j] = 2·A[i, j] + A[j, i]` through a middle stage `B`.
@@ -191,39 +161,33 @@ fn two_readers() -> ComputeDag {
 }
 
 #[test]
-fn an_input_also_read_directly_has_no_rewrite_and_asking_is_a_typed_error() {
+fn an_input_also_read_directly_is_not_laid_out_and_says_why() {
     let dag = two_readers();
     let partial = steps(r#"[{"kind":"cache_read","stage":"A","readers":["B"],"layout":[1,0]}]"#);
     assert!(plan_layout_rewrites(&dag, &partial).is_empty());
-    match rewrite_layouts(&dag, &partial, &["A"]) {
-        Err(e @ DeployError::NoLayoutRewrite { .. }) => {
-            let message = e.to_string();
-            assert!(
-                message.contains("'A'") && message.contains("C"),
-                "{message}"
-            );
-        }
-        Err(e) => panic!("wrong error: {e}"),
-        Ok(_) => panic!("A is read directly by C"),
-    }
-    // No copy at all: also no rewrite.
-    match rewrite_layouts(&dag, &[], &["A"]) {
-        Err(DeployError::NoLayoutRewrite { reason, .. }) => {
-            assert!(reason.contains("no cache_read"), "{reason}")
-        }
-        other => panic!("expected NoLayoutRewrite, got {:?}", other.err()),
-    }
+    let compiled = with_constants(&dag, &partial, &["A"]);
+    assert!(compiled.packers.is_empty());
+    let (input, reason) = &compiled.not_laid_out[0];
+    assert_eq!(input, "A");
+    assert!(reason.contains("reads it directly in 1"), "{reason}");
+    // No copy at all (dense reads its weight in place): nothing to lay out.
+    let compiled = with_constants(&dense(), &[], &["weight"]);
+    assert!(
+        compiled.not_laid_out[0].1.contains("makes no copy"),
+        "{:?}",
+        compiled.not_laid_out
+    );
     // Not an input at all.
-    match rewrite_layouts(&dag, &partial, &["B"]) {
+    match compile_with_constants(&dag, &partial, &["B"], &CodegenOptions::default()) {
         Err(e @ DeployError::NotAnInput { .. }) => {
             assert!(e.to_string().contains("'B' is not an input"), "{e}")
         }
         other => panic!("expected NotAnInput, got {:?}", other.err()),
     }
-    // Both readers through the copy: rewritten, and still the same function.
+    // Both readers through the copy: laid out, and still the same function.
     let all = steps(r#"[{"kind":"cache_read","stage":"A","readers":["B","C"],"layout":[1,0]}]"#);
     assert_eq!(plan_layout_rewrites(&dag, &all).len(), 1);
-    check_rewrite("two readers through one copy", &dag, &all, &["A"]);
+    check_constants("two readers through one copy", &dag, &all, &["A"]);
 }
 
 /// Deploys the tensorized dense schedule into `dir/schedules`.
@@ -265,12 +229,12 @@ fn the_library_loads_the_prepacked_kernel_and_verify_checks_it() {
         .kernel_with_constants(&dag, &["weight"])
         .expect("loads");
     assert!(matches!(prepacked.source, KernelSource::Tuned { .. }));
-    assert_eq!(prepacked.rewrites, artifact.layout_rewrites);
+    assert_eq!(prepacked.packed_inputs(), vec!["weight"]);
     assert!(prepacked.not_rewritten.is_empty());
     let inputs = random_inputs(&dag, 7);
     let want = reference(&dag, &inputs);
     let packed = prepacked.pack_constants(&inputs).expect("packs");
-    assert_eq!(packed[1].shape(), &[24, 40]);
+    assert_eq!(packed[1].shape(), &[24 * 40]);
     for run in 0..2 {
         let got = prepacked.kernel.run_host(&packed).expect("runs");
         assert_close(&format!("run {run}"), &got, &want, 24);
@@ -296,7 +260,7 @@ fn the_library_loads_the_prepacked_kernel_and_verify_checks_it() {
     let data = library
         .kernel_with_constants(&dag, &["data"])
         .expect("loads");
-    assert!(data.rewrites.is_empty());
+    assert!(!data.is_rewritten());
     assert_eq!(data.not_rewritten.len(), 1);
     assert!(std::rc::Rc::ptr_eq(&data.kernel, &plain.kernel));
     assert_eq!(data.pack_constants(&inputs).expect("no-op"), inputs);
@@ -311,7 +275,7 @@ fn the_library_loads_the_prepacked_kernel_and_verify_checks_it() {
         .kernel_with_constants(&other, &["weight"])
         .expect("falls back");
     assert!(matches!(fallback.source, KernelSource::Fallback(_)));
-    assert!(fallback.rewrites.is_empty() && fallback.not_rewritten.len() == 1);
+    assert!(!fallback.is_rewritten() && fallback.not_rewritten.len() == 1);
 
     let verified = tessera_command(&["deploy", "--verify"])
         .arg(&out)

@@ -507,7 +507,7 @@ fn weights_are_laid_out_once_at_load_where_the_schedule_allows() {
         (24f64).sqrt(),
         "prepacked vs default",
     );
-    // The CLI lays them out when asked (`--prepack`), and says so.
+    // The CLI lays them out by default and says so; `--no-prepack` not.
     let x = dir.join("x.npy");
     write_npy(&x, &inputs[0].1).unwrap();
     let y = dir.join("y.npy");
@@ -518,13 +518,12 @@ fn weights_are_laid_out_once_at_load_where_the_schedule_allows() {
         s(&path),
         from[0],
         from[1],
-        "--prepack",
         "--input",
         &input,
         "--output",
         s(&y),
     ];
-    ok(&tessera(&run), "run --prepack");
+    ok(&tessera(&run), "run");
     assert_eq!(read_npy(&y).unwrap(), got[0].1);
     let bench = [
         "model",
@@ -532,14 +531,20 @@ fn weights_are_laid_out_once_at_load_where_the_schedule_allows() {
         s(&path),
         from[0],
         from[1],
-        "--prepack",
         "--no-ort",
         "--runs",
         "1",
     ];
-    let stdout = ok(&tessera(&bench), "bench --prepack");
+    let stdout = ok(&tessera(&bench), "bench");
     assert!(
         stdout.contains("weights:  laid out once at load"),
+        "{stdout}"
+    );
+    let mut unpacked = bench.to_vec();
+    unpacked.push("--no-prepack");
+    let stdout = ok(&tessera(&unpacked), "bench --no-prepack");
+    assert!(
+        stdout.contains("weights:  in the model's layout"),
         "{stdout}"
     );
 }

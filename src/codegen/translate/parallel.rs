@@ -3,7 +3,7 @@
 //! `tessera_parallel_for`. Buffers travel in a pointer table indexed by
 //! buffer id; loop variables the body uses travel in a value table.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use cranelift_codegen::ir::{
     AbiParam, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, types,
@@ -12,35 +12,12 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{Linkage, Module};
 
 use crate::arith::Interval;
-use crate::te::{ExprKind, Var, VarId};
+use crate::te::{Var, VarId};
 use crate::tir::Stmt;
 
 use super::super::error::CodegenError;
 use super::memory::Storage;
 use super::{Binding, FnTranslator, Shared};
-
-/// Variables `body` uses that it does not bind itself.
-fn free_vars(body: &Stmt) -> Vec<VarId> {
-    let mut bound = HashSet::new();
-    body.visit(&mut |s| match s {
-        Stmt::For { var, .. } | Stmt::Let { var, .. } => {
-            bound.insert(var.id());
-        }
-        _ => {}
-    });
-    let mut free = Vec::new();
-    body.visit_exprs(&mut |e| {
-        e.visit(&mut |x| {
-            if let ExprKind::Var(v) = x.kind()
-                && !bound.contains(&v.id())
-                && !free.contains(&v.id())
-            {
-                free.push(v.id());
-            }
-        })
-    });
-    free
-}
 
 impl FnTranslator<'_, '_, '_> {
     /// `for var in 0..extent parallel { body }`.
@@ -68,7 +45,7 @@ impl FnTranslator<'_, '_, '_> {
             }
         }
         // The value table: the free variables that are not constants.
-        let free = free_vars(body);
+        let free = body.free_vars();
         let mut constants = Vec::new();
         let mut dynamic = Vec::new();
         for id in free {

@@ -7,7 +7,7 @@
 use std::rc::Rc;
 
 use crate::codegen::Kernel;
-use crate::deploy::{KernelSource, Library, pack_input};
+use crate::deploy::{KernelSource, Library};
 use crate::graph::error::GraphError;
 use crate::graph::ir::{Graph, Node};
 use crate::graph::lower::NodeKernel;
@@ -51,16 +51,16 @@ pub(super) fn prepacked(
     let key = lowered.dag.workload_key();
     let mut renamed = lowered.clone();
     let mut packed_names = Vec::new();
-    for rewrite in &kernel.rewrites {
+    for packer in &kernel.packers {
         let Some(i) = lowered
             .dag
             .inputs()
             .iter()
-            .position(|t| t.name() == rewrite.input)
+            .position(|t| t.name() == packer.input())
         else {
             return Err(failed(format!(
                 "the library laid out input '{}', which its DAG does not have",
-                rewrite.input
+                packer.input()
             )));
         };
         let tensor = &lowered.inputs[i];
@@ -69,7 +69,7 @@ pub(super) fn prepacked(
             .ok_or_else(|| failed(format!("'{tensor}' is not a constant")))?;
         let packed_name = format!("{tensor}#packed-{}", key.short_hash());
         if slots.slot(&packed_name).is_none() {
-            let packed = pack_input(value, &rewrite.layout).map_err(|e| failed(e.to_string()))?;
+            let packed = packer.pack(value).map_err(|e| failed(e.to_string()))?;
             let buffer = NdBuffer::from_host(&packed).map_err(|e| failed(e.to_string()))?;
             slots.own(&packed_name, buffer);
         }

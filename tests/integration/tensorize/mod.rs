@@ -40,6 +40,7 @@ fn coverage() -> common::IsaCoverage {
     common::isa_coverage(&host())
 }
 
+mod constant_copies;
 mod kernels;
 mod pack;
 mod sketches;
