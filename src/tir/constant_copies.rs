@@ -8,8 +8,10 @@
 //! reads the panel at its place in the packed buffer instead of copying.
 //!
 //! The packed layout is the copy's own: whatever the copy statement does
-//! (a `pack` routine, a loop nest, guards at the edges), the packer runs it,
-//! so the kernel reads exactly the bytes it would have copied.
+//! (a `pack` routine, a loop nest, guards at the edges, even arithmetic on
+//! the input alone), the packer runs it, so the kernel reads exactly the
+//! values it would have computed. Elements a partial copy leaves unwritten
+//! are zero in the packed buffer.
 
 use std::collections::{HashMap, HashSet};
 
@@ -38,8 +40,8 @@ pub enum ConstantCopyError {
     NoCopy(String),
     /// More than one copy, or a copy and direct reads.
     #[error(
-        "the function makes {copies} copies of '{input}' and reads it directly in {elsewhere} \
-         statements; only a single copy, and no direct read, can be made ahead of time"
+        "the function copies '{input}' into {copies} local buffer(s) and reads it directly in \
+         {elsewhere} statement(s); only a single copy, and no direct read, can be made ahead of time"
     )]
     ManyUses {
         /// The input.
@@ -115,13 +117,14 @@ pub fn hoist_constant_copy(func: &PrimFunc, input: &str) -> Result<HoistedCopy, 
     let uses = count_uses(&func.body, func, source);
     let in_copies: usize = found
         .iter()
-        .map(|(_, copy)| match copy {
-            Stmt::Allocate { buffer, body } => split_copy(body, func, *buffer)
-                .map_or(0, |(producer, _)| count_uses(&producer, func, source)),
-            _ => 0,
-        })
+        .map(|f| count_uses(&f.producer, func, source))
         .sum();
-    let (path, copy) = match found.len() {
+    let Found {
+        path,
+        local,
+        producer,
+        consumers,
+    } = match found.len() {
         0 => return Err(ConstantCopyError::NoCopy(input.to_string())),
         1 if uses == in_copies => found.remove(0),
         copies => {
@@ -131,13 +134,6 @@ pub fn hoist_constant_copy(func: &PrimFunc, input: &str) -> Result<HoistedCopy, 
                 elsewhere: uses - in_copies,
             });
         }
-    };
-    let (local, producer, consumers) = match &copy {
-        Stmt::Allocate { buffer, body } => match split_copy(body, func, *buffer) {
-            Some((producer, rest)) => (*buffer, producer, rest),
-            None => unreachable!("find_copies returns allocations that begin with a copy"),
-        },
-        _ => unreachable!("find_copies returns allocations"),
     };
     let copy_name = func.buffers[local].name.clone();
     let unsupported = |how: &str| ConstantCopyError::Unsupported {
@@ -312,21 +308,39 @@ fn reads_handle(e: &Expr, handle: crate::te::TensorId) -> bool {
     e.any(&mut |x| matches!(x.kind(), ExprKind::Read(t, _) if t.id() == handle))
 }
 
-/// Every `alloc L { copy; uses… }` whose first statement copies `source`
-/// into `L` (and nothing else), with the path to it.
+/// An allocation whose first statement fills it from the input alone.
+struct Found {
+    /// The loops, guards and lets around the allocation.
+    path: Vec<Frame>,
+    /// The local buffer.
+    local: BufferId,
+    /// The statement that fills it.
+    producer: Stmt,
+    /// The allocation's body without it.
+    consumers: Stmt,
+}
+
+/// Every `alloc L { copy; uses… }` whose first statement touching `L`
+/// computes it from `source` alone (a copy, possibly transposing, padded
+/// or even transformed), with the path to it.
 fn find_copies(
     s: &Stmt,
     func: &PrimFunc,
     source: BufferId,
     path: &mut Vec<Frame>,
-    found: &mut Vec<(Vec<Frame>, Stmt)>,
+    found: &mut Vec<Found>,
 ) {
     match s {
         Stmt::Allocate { buffer, body } => {
-            if split_copy(body, func, *buffer)
-                .is_some_and(|(producer, _)| is_copy_of(&producer, func, source, *buffer))
+            if let Some((producer, consumers)) = split_copy(body, func, *buffer)
+                && is_copy_of(&producer, func, source, *buffer)
             {
-                found.push((path.clone(), s.clone()));
+                found.push(Found {
+                    path: path.clone(),
+                    local: *buffer,
+                    producer,
+                    consumers,
+                });
             }
             find_copies(body, func, source, path, found);
         }
