@@ -11,10 +11,12 @@ use crate::tir::{ForKind, PrimFunc, Stmt};
 
 /// A parallel loop runs in parallel only when it executes at least this
 /// many stores, all iterations together. Measured on the 2-core EPYC (AVX2)
-/// machine (`cargo run --release --example fork_cost`, load average 6):
-/// forking 2 threads costs a median 12 µs; a vectorized store costs about
-/// 0.3–1 ns, so below some 32k stores (16k per thread, 5–16 µs) a fork
-/// costs about as much as it saves.
+/// machine (`cargo run --release --example fork_cost`, load average 6) with
+/// the rayon pool of the time: forking 2 threads cost a median 12 µs; a
+/// vectorized store costs about 0.3–1 ns, so below some 32k stores (16k per
+/// thread, 5–16 µs) a fork cost about as much as it saved. The spinning
+/// pool forks in under 1 µs while its workers spin (up to 40 µs when they
+/// have slept); the bound has not been measured again.
 pub const MIN_PARALLEL_STORES: u64 = 1 << 15;
 
 /// Whether the parallel loop `for _ in 0..extent { body }` forks threads.
