@@ -73,6 +73,10 @@ pub enum ConstantCopyError {
     },
 }
 
+/// The packed buffer may be at most this many times the input: panels
+/// that overlap (a halo) are stored once per panel.
+const MAX_GROWTH: i64 = 4;
+
 /// A function with one constant input's copies made ahead of time.
 #[derive(Clone, Debug)]
 pub struct HoistedCopy {
@@ -204,6 +208,13 @@ pub fn hoist_constant_copy(func: &PrimFunc, input: &str) -> Result<HoistedCopy, 
     let panel_len = func.buffers[local].num_elements();
     let panels: i64 = panel_loops.iter().map(|(_, e)| *e).product();
     let packed_len = panels * panel_len;
+    let input_len = func.buffers[source].num_elements();
+    if packed_len > MAX_GROWTH * input_len.max(1) {
+        return Err(unsupported(&format!(
+            "made {panels} times over {panel_len} elements: {packed_len} elements packed \
+             against the input's {input_len} (more than {MAX_GROWTH}×)"
+        )));
+    }
     // Flat position of this iteration's panel in the packed buffer.
     let mut base = Expr::i64(0);
     let mut stride = panel_len;

@@ -204,3 +204,60 @@ fn what_cannot_be_hoisted_is_a_typed_error_naming_the_input() {
     let h = tir::hoist_constant_copy(&h.kernel, "A").expect("A hoists");
     assert_eq!(h.packed_len, 30);
 }
+
+#[test]
+fn panels_that_overlap_too_much_are_refused_rather_than_stored_many_times() {
+    // A copy of conv1d's input per output position: 14 windows of 7 taps
+    // over an input of 20, each window stored once per position (4.9× the
+    // input) — more than the packed buffer may grow.
+    let dag = build(
+        "conv1d",
+        &[
+            ("N", 1),
+            ("C", 2),
+            ("L", 20),
+            ("K", 2),
+            ("R", 7),
+            ("stride", 1),
+            ("pad", 0),
+            ("dilation", 1),
+        ],
+    );
+    let steps = super::step::steps(
+        r#"[
+        {"kind":"cache_read","stage":"data","readers":["conv1d"]},
+        {"kind":"compute_at","stage":"data.local","target":"conv1d","iter":"i2"}
+    ]"#,
+    );
+    let state = State::replay(&dag, &steps).expect("replays");
+    let func = tir::lower(&state).expect("lowers");
+    match tir::hoist_constant_copy(&func, "data") {
+        Err(e @ ConstantCopyError::Unsupported { .. }) => {
+            let message = e.to_string();
+            assert!(
+                message.contains("196 elements packed") && message.contains("40"),
+                "{message}"
+            );
+        }
+        other => panic!(
+            "expected Unsupported, got {:?}",
+            other.map(|h| h.packed_len)
+        ),
+    }
+    // Windows of 3 (2.7×) are within bounds: hoisted, and still right.
+    let dag = build(
+        "conv1d",
+        &[
+            ("N", 1),
+            ("C", 2),
+            ("L", 20),
+            ("K", 2),
+            ("R", 3),
+            ("stride", 1),
+            ("pad", 0),
+            ("dilation", 1),
+        ],
+    );
+    let state = State::replay(&dag, &steps).expect("replays");
+    assert_eq!(check_hoisted("conv1d windows of 3", &dag, &state), 1);
+}
