@@ -20,7 +20,7 @@ use thiserror::Error;
 use crate::te::{Expr, ExprKind, IterKind, Var, VarId};
 
 use super::ir::{Buffer, BufferId, ForKind, MemScope, MicroKernelOperand, PrimFunc, Stmt};
-use super::passes::map_exprs;
+use super::passes::map_own_exprs;
 
 /// Why an input's copies cannot be made ahead of time.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -529,7 +529,7 @@ impl Redirect {
             other => super::passes::map_children(other, &mut |c| self.stmt(c)),
         };
         let handle = self.from_handle.id();
-        map_exprs_shallow(s, &mut |e| {
+        map_own_exprs(s, &mut |e| {
             e.rewrite(&mut |x| match x.kind() {
                 ExprKind::Read(t, idx) if t.id() == handle => Some(Expr::new(
                     x.dtype(),
@@ -538,31 +538,6 @@ impl Redirect {
                 _ => None,
             })
         })
-    }
-}
-
-/// `f` applied to the expressions of `s` itself (not of its sub-statements).
-fn map_exprs_shallow(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
-    match s {
-        leaf @ (Stmt::Store { .. }
-        | Stmt::MicroKernelCall(_)
-        | Stmt::PackCall(_)
-        | Stmt::RowMathCall(_)) => map_exprs(leaf, f),
-        Stmt::IfThenElse {
-            cond,
-            then,
-            otherwise,
-        } => Stmt::IfThenElse {
-            cond: f(&cond),
-            then,
-            otherwise,
-        },
-        Stmt::Let { var, value, body } => Stmt::Let {
-            value: f(&value),
-            var,
-            body,
-        },
-        other => other,
     }
 }
 

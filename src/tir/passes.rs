@@ -72,18 +72,24 @@ pub fn mark_auto_unroll(s: &mut Stmt, max_steps: &HashMap<VarId, u32>) {
 
 /// Applies `f` to every expression of `s`, rebuilding the tree.
 pub fn map_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
-    let s = match s {
+    let s = map_own_exprs(s, f);
+    map_children(s, &mut |child| map_exprs(child, f))
+}
+
+/// Applies `f` to the expressions of `s` itself (a store's indices and
+/// value, a condition, a let's value, a call's offsets and counts), not to
+/// those of its sub-statements.
+pub fn map_own_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
+    match s {
         Stmt::Store {
             buffer,
             indices,
             value,
-        } => {
-            return Stmt::Store {
-                buffer,
-                indices: indices.iter().map(&mut *f).collect(),
-                value: f(&value),
-            };
-        }
+        } => Stmt::Store {
+            buffer,
+            indices: indices.iter().map(&mut *f).collect(),
+            value: f(&value),
+        },
         Stmt::IfThenElse {
             cond,
             then,
@@ -105,7 +111,7 @@ pub fn map_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
             for count in call.counts.iter_mut() {
                 *count = f(count);
             }
-            return Stmt::MicroKernelCall(call);
+            Stmt::MicroKernelCall(call)
         }
         Stmt::PackCall(mut call) => {
             for operand in [&mut call.src, &mut call.dst] {
@@ -114,11 +120,10 @@ pub fn map_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
             for count in call.counts.iter_mut() {
                 *count = f(count);
             }
-            return Stmt::PackCall(call);
+            Stmt::PackCall(call)
         }
         other => other,
-    };
-    map_children(s, &mut |child| map_exprs(child, f))
+    }
 }
 
 /// Rebuilds `s` with `f` applied to each of its direct sub-statements.

@@ -205,24 +205,29 @@ fn what_cannot_be_hoisted_is_a_typed_error_naming_the_input() {
     assert_eq!(h.packed_len, 30);
 }
 
-#[test]
-fn panels_that_overlap_too_much_are_refused_rather_than_stored_many_times() {
-    // A copy of conv1d's input per output position: 14 windows of 7 taps
-    // over an input of 20, each window stored once per position (4.9× the
-    // input) — more than the packed buffer may grow.
-    let dag = build(
+/// conv1d over 2 channels of 20 with `taps` taps, no padding.
+fn conv1d_taps(taps: i64) -> ComputeDag {
+    build(
         "conv1d",
         &[
             ("N", 1),
             ("C", 2),
             ("L", 20),
             ("K", 2),
-            ("R", 7),
+            ("R", taps),
             ("stride", 1),
             ("pad", 0),
             ("dilation", 1),
         ],
-    );
+    )
+}
+
+#[test]
+fn panels_that_overlap_too_much_are_refused_rather_than_stored_many_times() {
+    // A copy of conv1d's input per output position: 14 windows of 7 taps
+    // over an input of 20, each window stored once per position (4.9× the
+    // input) — more than the packed buffer may grow.
+    let dag = conv1d_taps(7);
     let steps = super::step::steps(
         r#"[
         {"kind":"cache_read","stage":"data","readers":["conv1d"]},
@@ -245,19 +250,7 @@ fn panels_that_overlap_too_much_are_refused_rather_than_stored_many_times() {
         ),
     }
     // Windows of 3 (2.7×) are within bounds: hoisted, and still right.
-    let dag = build(
-        "conv1d",
-        &[
-            ("N", 1),
-            ("C", 2),
-            ("L", 20),
-            ("K", 2),
-            ("R", 3),
-            ("stride", 1),
-            ("pad", 0),
-            ("dilation", 1),
-        ],
-    );
+    let dag = conv1d_taps(3);
     let state = State::replay(&dag, &steps).expect("replays");
     assert_eq!(check_hoisted("conv1d windows of 3", &dag, &state), 1);
 }
