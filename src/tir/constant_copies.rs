@@ -13,7 +13,7 @@
 //! values it would have computed. Elements a partial copy leaves unwritten
 //! are zero in the packed buffer.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use thiserror::Error;
 
@@ -91,13 +91,12 @@ pub struct HoistedCopy {
     pub packed_len: i64,
 }
 
-/// One loop, guard or binding on the path from the function's body to a
-/// statement.
+/// One loop or guard on the path from the function's body to a statement
+/// (a let on the path binds no loop: a copy using it is refused).
 #[derive(Clone)]
 enum Frame {
     Loop { var: Var, extent: i64 },
     Guard(Expr),
-    Let(VarId),
 }
 
 /// `func` with the copy of input `input` hoisted into a packer (see the
@@ -151,17 +150,16 @@ pub fn hoist_constant_copy(func: &PrimFunc, input: &str) -> Result<HoistedCopy, 
     }
 
     // The loops the copy depends on, and the guards it runs under.
-    let loops: HashMap<VarId, usize> = path
+    let loops: HashSet<VarId> = path
         .iter()
-        .enumerate()
-        .filter_map(|(n, f)| match f {
-            Frame::Loop { var, .. } => Some((var.id(), n)),
-            _ => None,
+        .filter_map(|f| match f {
+            Frame::Loop { var, .. } => Some(var.id()),
+            Frame::Guard(_) => None,
         })
         .collect();
     let mut needed: HashSet<VarId> = HashSet::new();
     for var in producer.free_vars() {
-        if !loops.contains_key(&var) {
+        if !loops.contains(&var) {
             return Err(ConstantCopyError::NotLoopInvariant {
                 input: input.to_string(),
                 copy: copy_name.clone(),
@@ -184,16 +182,6 @@ pub fn hoist_constant_copy(func: &PrimFunc, input: &str) -> Result<HoistedCopy, 
                 });
             }
         }
-    }
-    if path
-        .iter()
-        .any(|f| matches!(f, Frame::Let(v) if needed.contains(v)))
-    {
-        return Err(ConstantCopyError::NotLoopInvariant {
-            input: input.to_string(),
-            copy: copy_name.clone(),
-            what: "a let binding".into(),
-        });
     }
     let panel_loops: Vec<(Var, i64)> = path
         .iter()
@@ -365,11 +353,7 @@ fn find_copies(
             find_copies(body, func, source, path, found);
             path.pop();
         }
-        Stmt::Let { var, body, .. } => {
-            path.push(Frame::Let(var.id()));
-            find_copies(body, func, source, path, found);
-            path.pop();
-        }
+        Stmt::Let { body, .. } => find_copies(body, func, source, path, found),
         Stmt::IfThenElse {
             cond,
             then,
