@@ -287,8 +287,14 @@ def measure_row(row, opset, args, work):
     slug = re.sub(r"\W+", "_", row["name"]).strip("_")
     (work / f"{slug}.onnx").write_bytes(model_bytes)
     if args.tune:
-        run_tessera(binary, ["tune", row["op"], "--shape", row["shape"], "--trials",
-                             str(args.tune), "--db", args.db])
+        # Constant weights are laid out ahead of time while tuning too, so the
+        # search ranks schedules as they are then timed (and deployed).
+        tune = ["tune", row["op"], "--shape", row["shape"], "--trials", str(args.tune),
+                "--db", args.db]
+        tuned_constants = constant_inputs(row, args)
+        if tuned_constants:
+            tune += ["--constants", ",".join(e["tessera"] for e in tuned_constants)]
+        run_tessera(binary, tune)
         result["tuned_trials"] = args.tune
     io_dir = work / slug
     inputs = None

@@ -79,12 +79,13 @@ pub fn model_suite(model: &Path) -> Result<CiTasks, CiError> {
 
 /// The median latency of `model` compiled through the library in
 /// `schedules` when it is a folder (the model artifact when it fits), else
-/// with the default schedules; and which of the two it was.
+/// with the default schedules; and which of the two it was. Constant
+/// weights are laid out at load, as a deployed model runs.
 pub fn model_latency(model: &Path, schedules: &Path) -> Result<(Duration, String), CiError> {
     let (mut compiled, from) = if schedules.is_dir() {
         let library = Library::open(schedules)?;
         let deployed = Model::load_deployed(schedules, model)?;
-        (deployed.compile(&library, Vec::new(), false)?, "schedules")
+        (deployed.compile(&library, Vec::new(), true)?, "schedules")
     } else {
         let compiled = Model::load(model)?.compile(&CompileOptions::default())?;
         (compiled, "default")
@@ -131,7 +132,7 @@ pub fn finish_model(
     let deployed = deploy_model(&database, device, model, &options)?;
     let library = Library::open(schedules)?;
     let loaded = Model::load_deployed(schedules, model)?;
-    let mut compiled = loaded.compile(&library, Vec::new(), false)?;
+    let mut compiled = loaded.compile(&library, Vec::new(), true)?;
     let tuned = compiled
         .sources()
         .iter()

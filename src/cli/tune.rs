@@ -84,6 +84,18 @@ pub(crate) struct TuneArgs {
     /// Stop after this many trials without improvement (with --suite: per workload).
     #[arg(long)]
     early_stopping: Option<usize>,
+    /// Inputs of the operator that are constant weights (comma-separated,
+    /// e.g. `weight`): each candidate is measured with the copies it makes
+    /// of them laid out once before timing, as a deployed kernel with
+    /// constant weights runs (`tessera bench --constants`). Not with a model:
+    /// its tasks take the model's constants by themselves.
+    #[arg(long, value_delimiter = ',', conflicts_with = "suite")]
+    constants: Vec<String>,
+    /// With a model: measure its tasks with the weights as inputs, timing
+    /// the copies schedules make of them (as `model bench --no-prepack`
+    /// runs), instead of laid out ahead of time as deployed.
+    #[arg(long, conflicts_with = "suite")]
+    no_prepack: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -107,8 +119,25 @@ pub(crate) fn tune_command(args: &TuneArgs, target: &Target) -> Result<String, C
             };
             tune_suite_command(args, target, &run, timeout)
         }
-        (None, Some(op)) if op.ends_with(".onnx") => tune_model(args, target, op, timeout),
-        (None, _) => tune_one(args, target, timeout),
+        (None, Some(op)) if op.ends_with(".onnx") => {
+            if !args.constants.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "--constants is for an operator; the tasks of {op} take the model's constants \
+                     by themselves (--no-prepack to measure them as inputs)"
+                )));
+            }
+            tune_model(args, target, op, timeout)
+        }
+        (None, _) => {
+            if args.no_prepack {
+                return Err(CliError::Usage(
+                    "--no-prepack is for a model; an operator's inputs are all measured as inputs \
+                     unless --constants names some"
+                        .into(),
+                ));
+            }
+            tune_one(args, target, timeout)
+        }
     }
 }
 
@@ -126,16 +155,24 @@ fn tune_model(
         .map_or_else(|| path.to_string(), |s| s.to_string_lossy().into_owned());
     // The tasks of the graph that compiles: after the graph passes.
     let (graph, _) = model.optimized()?;
-    let tasks = crate::graph::tasks::model_tasks(&graph, &name)?;
+    let mut tasks = crate::graph::tasks::model_tasks(&graph, &name)?;
+    if args.no_prepack {
+        tasks = tasks.without_constants();
+    }
     if tasks.tasks.is_empty() {
         return Err(CliError::Usage(format!(
             "model {path} has no kernel to tune (every node is an alias)"
         )));
     }
     let mut out = format!(
-        "model     {path}: {} tasks for its {} kernels after fusion\n",
+        "model     {path}: {} tasks for its {} kernels after fusion\n{}\n",
         tasks.tasks.len(),
-        tasks.kernels()
+        tasks.kernels(),
+        if args.no_prepack {
+            "weights   measured as inputs: the copies schedules make of them are timed (--no-prepack)"
+        } else {
+            "weights   laid out ahead of time where a schedule copies them, as the deployed model runs (--no-prepack to time the copies)"
+        }
     );
     let description = format!("the fused tasks of model {name} (weight: occurrences)");
     let run = SuiteRun {
@@ -253,7 +290,7 @@ fn search_options(args: &TuneArgs) -> SearchOptions {
 
 fn tune_one(args: &TuneArgs, target: &Target, timeout: Duration) -> Result<String, CliError> {
     let op = args.op.as_deref().unwrap_or_default();
-    let task = Task::from_registry(op, &args.shape)?;
+    let task = Task::from_registry(op, &args.shape)?.with_constants(&args.constants)?;
     let mut s = session(args, target, timeout)?;
     let bar = progress_bar(args.trials, "best");
     let tune_options = TuneOptions {
@@ -326,6 +363,7 @@ fn render(report: &TuneReport, task: &Task, model: &str, db: &TuningDb, args: &T
         let mut value = serde_json::to_value(report).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
             add_run_fields(map, report.speedup(), model, db, args);
+            map.insert("constants".into(), json!(task.constants()));
         }
         return format!("{value}\n");
     }
@@ -333,6 +371,7 @@ fn render(report: &TuneReport, task: &Task, model: &str, db: &TuningDb, args: &T
     let _ = writeln!(out, "workload  {}", report.workload_key);
     let _ = writeln!(out, "device    {}", report.device_key);
     let _ = writeln!(out, "model     {model}");
+    let _ = writeln!(out, "weights   {}", weights_text(task.constants()));
     let _ = writeln!(out, "default   {}", gflops_text(report.default_gflops));
     let _ = writeln!(
         out,
@@ -388,6 +427,19 @@ fn render(report: &TuneReport, task: &Task, model: &str, db: &TuningDb, args: &T
         db.path().display()
     );
     out
+}
+
+/// How a task's weights were measured.
+fn weights_text(constants: &[String]) -> String {
+    if constants.is_empty() {
+        "every input measured as an input (--constants NAME to lay weights out ahead of time)"
+            .into()
+    } else {
+        format!(
+            "{} laid out ahead of time where a candidate copies them, as deployed (packing not timed)",
+            constants.join(", ")
+        )
+    }
 }
 
 /// A candidate's re-measured figure, or why it has none.

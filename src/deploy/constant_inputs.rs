@@ -65,23 +65,15 @@ pub fn compile_with_constants(
 ) -> Result<CompiledWithConstants, DeployError> {
     check_inputs(dag, constants)?;
     let state = State::replay(dag, steps)?;
-    let mut func = tir::lower(&state)?;
-    let mut packer_funcs = Vec::new();
-    let mut not_laid_out = Vec::new();
-    let mut names: Vec<&str> = constants.to_vec();
-    names.sort_unstable();
-    names.dedup();
-    for name in names {
-        match tir::hoist_constant_copy(&func, name) {
-            Ok(hoisted) => {
-                func = hoisted.kernel;
-                packer_funcs.push((name.to_string(), hoisted.packer));
-            }
-            Err(reason) => not_laid_out.push((name.to_string(), reason.to_string())),
-        }
-    }
-    let kernel = codegen::compile(&func, options)?;
-    let packers = packer_funcs
+    let hoisted = tir::hoist_constant_copies(tir::lower(&state)?, constants);
+    let not_laid_out = hoisted
+        .not_hoisted
+        .into_iter()
+        .map(|(name, reason)| (name, reason.to_string()))
+        .collect();
+    let kernel = codegen::compile(&hoisted.kernel, options)?;
+    let packers = hoisted
+        .packers
         .into_iter()
         .map(|(input, packer)| {
             Ok(Packer {

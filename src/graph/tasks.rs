@@ -46,6 +46,18 @@ impl ModelTasks {
             .collect()
     }
 
+    /// The tasks measured with every input as an input: the copies a
+    /// schedule makes of the weights are timed (as `--no-prepack` deploys).
+    pub fn without_constants(mut self) -> ModelTasks {
+        for t in &mut self.tasks {
+            let no_constants: &[&str] = &[];
+            if let Ok(task) = t.task.clone().with_constants(no_constants) {
+                t.task = task;
+            }
+        }
+        self
+    }
+
     /// How many kernels the tasks cover.
     pub fn kernels(&self) -> f64 {
         self.tasks.iter().map(|t| t.weight).sum()
@@ -54,7 +66,9 @@ impl ModelTasks {
 
 /// The tasks of `graph` (the graph that compiles: after the passes), as
 /// the model called `name`: one per distinct kernel of the fused graph
-/// ([`kernel_dags`]).
+/// ([`kernel_dags`]), each with the inputs that are the model's constants
+/// as its [`constants`](Task::constants): measured with the weights laid
+/// out ahead of time, as the deployed model runs.
 ///
 /// Errors: a node that does not lower, or a kernel that cannot be a task
 /// (its DAG does not survive serialisation: [`Task::from_dag`]).
@@ -62,11 +76,14 @@ pub fn model_tasks(graph: &Graph, name: &str) -> Result<ModelTasks, GraphError> 
     let tasks = kernel_dags(graph)?
         .into_iter()
         .map(|kernel| {
-            let task = kernel.task().map_err(|e| GraphError::Kernel {
-                node: kernel.nodes.first().cloned().unwrap_or_default(),
-                op_type: kernel.dag.label().to_string(),
-                reason: format!("its kernel cannot be a tuning task: {e}"),
-            })?;
+            let task = kernel
+                .task()
+                .and_then(|task| task.with_constants(&kernel.constant_inputs))
+                .map_err(|e| GraphError::Kernel {
+                    node: kernel.nodes.first().cloned().unwrap_or_default(),
+                    op_type: kernel.dag.label().to_string(),
+                    reason: format!("its kernel cannot be a tuning task: {e}"),
+                })?;
             Ok(ModelTask {
                 task,
                 weight: kernel.nodes.len() as f64,

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::codegen::{self, CodegenOptions, Kernel};
 use crate::schedule::{State, Step};
-use crate::te::ComputeDag;
+use crate::te::{ComputeDag, HostTensor};
 use crate::tir;
 
 use super::result::MeasureErrorKind;
@@ -27,15 +27,73 @@ pub fn build(
     steps: &[Step],
     options: &CodegenOptions,
 ) -> Result<(Kernel, f64), (BuildFailure, f64)> {
+    build_with_constants(dag, steps, &[], options).map(|(built, secs)| (built.kernel, secs))
+}
+
+/// A candidate built with some constant inputs laid out ahead of time.
+pub struct BuiltCandidate {
+    /// The kernel: each input of [`packers`](Self::packers) packed, the
+    /// others as the DAG takes them.
+    pub kernel: Kernel,
+    /// The packer of each input laid out ahead of time, with the input's
+    /// position among the DAG's inputs.
+    pub packers: Vec<(usize, Kernel)>,
+}
+
+impl BuiltCandidate {
+    /// `inputs` (the DAG's) with those the packers lay out packed: what
+    /// [`kernel`](Self::kernel) takes.
+    pub fn pack(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
+        let mut packed = inputs.to_vec();
+        for (index, packer) in &self.packers {
+            let input = inputs
+                .get(*index)
+                .ok_or_else(|| format!("no input {index} to pack"))?;
+            let mut out = packer
+                .run_host(std::slice::from_ref(input))
+                .map_err(|e| format!("packing input {index}: {e}"))?;
+            packed[*index] = out.remove(0);
+        }
+        Ok(packed)
+    }
+}
+
+/// [`build`] with each input of `dag` named in `constants` laid out ahead
+/// of time where the lowered kernel reads it only through one copy
+/// ([`tir::hoist_constant_copies`]), as a deployed kernel with constant
+/// weights runs; an input that cannot be is read as it is.
+pub fn build_with_constants(
+    dag: &ComputeDag,
+    steps: &[Step],
+    constants: &[String],
+    options: &CodegenOptions,
+) -> Result<(BuiltCandidate, f64), (BuildFailure, f64)> {
     let start = Instant::now();
     let fail = |kind, msg: String| (BuildFailure { kind, msg }, start.elapsed().as_secs_f64());
+    let compile_error =
+        |e: &dyn std::fmt::Display| fail(MeasureErrorKind::CompileError, e.to_string());
     let state = State::replay(dag, steps)
         .map_err(|e| fail(MeasureErrorKind::InstantiationError, e.to_string()))?;
-    let func =
-        tir::lower(&state).map_err(|e| fail(MeasureErrorKind::CompileError, e.to_string()))?;
-    let kernel = codegen::compile(&func, options)
-        .map_err(|e| fail(MeasureErrorKind::CompileError, e.to_string()))?;
-    Ok((kernel, start.elapsed().as_secs_f64()))
+    let func = tir::lower(&state).map_err(|e| compile_error(&e))?;
+    let names: Vec<&str> = constants.iter().map(String::as_str).collect();
+    let hoisted = tir::hoist_constant_copies(func, &names);
+    let kernel = codegen::compile(&hoisted.kernel, options).map_err(|e| compile_error(&e))?;
+    let mut packers = Vec::new();
+    for (name, packer) in &hoisted.packers {
+        let index = dag
+            .inputs()
+            .iter()
+            .position(|t| t.name() == name)
+            .ok_or_else(|| compile_error(&format!("'{name}' is not an input of the DAG")))?;
+        packers.push((
+            index,
+            codegen::compile(packer, options).map_err(|e| compile_error(&e))?,
+        ));
+    }
+    Ok((
+        BuiltCandidate { kernel, packers },
+        start.elapsed().as_secs_f64(),
+    ))
 }
 
 #[cfg(test)]

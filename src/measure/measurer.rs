@@ -306,13 +306,14 @@ fn ensure_worker<'s>(
         key_hash: task.key().hash.clone(),
         threads: options.kernel_threads,
         codegen: options.codegen,
+        constants: task.constants().to_vec(),
     };
     let outcome = match slot.as_mut() {
         None => Err(("no worker".to_string(), false)),
-        Some(worker) if worker.task.as_deref() == Some(task.key().hash.as_str()) => Ok(()),
+        Some(worker) if worker.task.as_deref() == Some(task.setup_identity().as_str()) => Ok(()),
         Some(worker) => match worker.request(&setup, options.build_timeout) {
             Ok((Response::Ready, _)) => {
-                worker.task = Some(task.key().hash.clone());
+                worker.task = Some(task.setup_identity());
                 worker.held.clear();
                 Ok(())
             }

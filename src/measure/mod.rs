@@ -25,7 +25,7 @@ pub mod timing;
 mod verify;
 mod worker;
 
-pub use builder::{BuildFailure, build};
+pub use builder::{BuildFailure, BuiltCandidate, build, build_with_constants};
 pub use error::MeasureError;
 pub use flush::flush_buffers;
 pub use measurer::Measurer;

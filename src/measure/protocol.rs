@@ -52,6 +52,9 @@ pub(crate) enum Request {
         key_hash: String,
         threads: usize,
         codegen: CodegenOptions,
+        /// Inputs laid out ahead of time ([`Task::constants`](super::Task::constants)).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        constants: Vec<String>,
     },
     /// Replay, lower and compile a candidate; keep the kernel under `id`.
     Build {
@@ -114,6 +117,7 @@ pub(crate) fn setup_round_trip(source: TaskSource) -> Result<TaskSource, String>
         key_hash: String::new(),
         threads: 1,
         codegen: CodegenOptions::default(),
+        constants: Vec::new(),
     };
     let json = serde_json::to_string(&setup).map_err(|e| e.to_string())?;
     match serde_json::from_str(&json).map_err(|e| e.to_string())? {

@@ -35,11 +35,18 @@ pub enum TaskSource {
 /// Worker processes rebuild the DAG from the task's [`TaskSource`] and
 /// check that it has the same [`WorkloadKey`], so a candidate can never be
 /// measured on a different workload than the one it was made for.
+///
+/// A task may name inputs that are constant weights
+/// ([`with_constants`](Self::with_constants)): each candidate is then
+/// measured as a deployed inference kernel runs, with the copies it makes of
+/// them laid out once before timing (see
+/// [`build_with_constants`](super::build_with_constants)).
 #[derive(Clone)]
 pub struct Task {
     source: TaskSource,
     dag: ComputeDag,
     key: WorkloadKey,
+    constants: Vec<String>,
 }
 
 impl std::fmt::Debug for Task {
@@ -49,6 +56,9 @@ impl std::fmt::Debug for Task {
             Some((op, shape)) => s.field("op", &op).field("shape", &shape),
             None => s.field("dag", &self.family()),
         };
+        if !self.constants.is_empty() {
+            s.field("constants", &self.constants);
+        }
         s.field("key", &self.key.to_string()).finish()
     }
 }
@@ -68,6 +78,7 @@ impl Task {
             },
             dag,
             key,
+            constants: Vec::new(),
         })
     }
 
@@ -118,8 +129,49 @@ impl Task {
                     source: TaskSource::Dag { spec },
                     dag,
                     key,
+                    constants: Vec::new(),
                 })
             }
+        }
+    }
+
+    /// The task with the inputs named in `names` taken as constant weights
+    /// (sorted, repeats dropped; none for the plain task). The workload and
+    /// its key stay the same: only how candidates are measured changes.
+    ///
+    /// Errors: a name that is not an input, listing the inputs.
+    pub fn with_constants(mut self, names: &[impl AsRef<str>]) -> Result<Task, MeasureError> {
+        let inputs: Vec<&str> = self.dag.inputs().iter().map(|t| t.name()).collect();
+        let mut constants = Vec::with_capacity(names.len());
+        for name in names {
+            let name = name.as_ref();
+            if !inputs.contains(&name) {
+                return Err(MeasureError::Options(format!(
+                    "'{name}' is not an input of {}; its inputs are {}",
+                    self.key.readable,
+                    inputs.join(", ")
+                )));
+            }
+            constants.push(name.to_string());
+        }
+        constants.sort_unstable();
+        constants.dedup();
+        self.constants = constants;
+        Ok(self)
+    }
+
+    /// The inputs taken as constant weights (see [`with_constants`](Self::with_constants)).
+    pub fn constants(&self) -> &[String] {
+        &self.constants
+    }
+
+    /// What a worker set up for this task can measure: the workload key
+    /// and the constants.
+    pub(crate) fn setup_identity(&self) -> String {
+        if self.constants.is_empty() {
+            self.key.hash.clone()
+        } else {
+            format!("{}+{}", self.key.hash, self.constants.join(","))
         }
     }
 

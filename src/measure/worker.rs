@@ -12,7 +12,7 @@ use crate::codegen::{CodegenOptions, Kernel};
 use crate::runtime::{self, NdBuffer};
 use crate::te::{DType, HostTensor};
 
-use super::builder::build;
+use super::builder::{BuiltCandidate, build_with_constants};
 use super::flush::flush_buffers;
 use super::protocol::{Fault, Request, Response, read_frame, write_frame};
 use super::result::MeasureErrorKind;
@@ -54,7 +54,7 @@ struct Worker {
     task: Option<Task>,
     inputs: Vec<HostTensor>,
     codegen: CodegenOptions,
-    kernels: HashMap<u64, Kernel>,
+    kernels: HashMap<u64, BuiltCandidate>,
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -73,7 +73,11 @@ impl Worker {
                 key_hash,
                 threads,
                 codegen,
-            } => (self.setup(source, &key_hash, threads, codegen), Vec::new()),
+                constants,
+            } => (
+                self.setup(source, &key_hash, threads, codegen, &constants),
+                Vec::new(),
+            ),
             Request::Build { id, steps, fault } => {
                 if fault == Some(Fault::AbortInBuild) {
                     std::process::abort();
@@ -94,10 +98,11 @@ impl Worker {
         key_hash: &str,
         threads: usize,
         codegen: CodegenOptions,
+        constants: &[String],
     ) -> Response {
         self.kernels.clear();
         self.task = None;
-        let task = match Task::from_source(source) {
+        let task = match Task::from_source(source).and_then(|t| t.with_constants(constants)) {
             Ok(task) => task,
             Err(e) => return Response::SetupFailed { msg: e.to_string() },
         };
@@ -127,7 +132,9 @@ impl Worker {
             };
         };
         let start = Instant::now();
-        let built = catch_unwind(AssertUnwindSafe(|| build(task.dag(), steps, &self.codegen)));
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            build_with_constants(task.dag(), steps, task.constants(), &self.codegen)
+        }));
         match built {
             Ok(Ok((kernel, build_secs))) => {
                 self.kernels.insert(id, kernel);
@@ -155,11 +162,17 @@ impl Worker {
         fault: Option<Fault>,
     ) -> (Response, Vec<u8>) {
         let failed = |msg: String| (Response::RunFailed { id, msg }, Vec::new());
-        let Some(kernel) = self.kernels.get(&id) else {
+        let Some(candidate) = self.kernels.get(&id) else {
             return failed(format!("no kernel {id} was built in this worker"));
         };
         let start = Instant::now();
-        let mut buffers = match kernel.buffers_for(&self.inputs) {
+        // Constants are laid out once, before the kernel runs and is timed.
+        let inputs = match candidate.pack(&self.inputs) {
+            Ok(inputs) => inputs,
+            Err(e) => return failed(e),
+        };
+        let kernel = &candidate.kernel;
+        let mut buffers = match kernel.buffers_for(&inputs) {
             Ok(b) => b,
             Err(e) => return failed(e.to_string()),
         };
@@ -308,6 +321,7 @@ mod tests {
             key_hash: key_hash.to_string(),
             threads: 1,
             codegen: CodegenOptions::default(),
+            constants: Vec::new(),
         };
         let mut worker = Worker::default();
         let (ready, _) = worker.handle(through_the_wire(&setup(&task.key().hash)));
@@ -339,6 +353,7 @@ mod tests {
             key_hash: task.key().hash.clone(),
             threads: 1,
             codegen: CodegenOptions::default(),
+            constants: Vec::new(),
         };
         let (ready, _) = Worker::default().handle(through_the_wire(&setup));
         assert!(matches!(ready, Response::Ready), "{ready:?}");

@@ -91,6 +91,43 @@ pub struct HoistedCopy {
     pub packed_len: i64,
 }
 
+/// A function with the copies of several constant inputs made ahead of
+/// time: [`hoist_constant_copies`].
+#[derive(Clone, Debug)]
+pub struct HoistedConstants {
+    /// The function, taking each hoisted input packed.
+    pub kernel: PrimFunc,
+    /// The packer of each hoisted input, with its name, in name order.
+    pub packers: Vec<(String, PrimFunc)>,
+    /// The inputs asked for that stay as the function takes them, each with
+    /// the reason.
+    pub not_hoisted: Vec<(String, ConstantCopyError)>,
+}
+
+/// `func` with the copy of each input in `inputs` hoisted into a packer
+/// where [`hoist_constant_copy`] can, one after the other (names sorted,
+/// repeats ignored); the others stay, with their reasons.
+pub fn hoist_constant_copies(func: PrimFunc, inputs: &[&str]) -> HoistedConstants {
+    let mut names = inputs.to_vec();
+    names.sort_unstable();
+    names.dedup();
+    let mut hoisted = HoistedConstants {
+        kernel: func,
+        packers: Vec::new(),
+        not_hoisted: Vec::new(),
+    };
+    for name in names {
+        match hoist_constant_copy(&hoisted.kernel, name) {
+            Ok(copy) => {
+                hoisted.kernel = copy.kernel;
+                hoisted.packers.push((name.to_string(), copy.packer));
+            }
+            Err(reason) => hoisted.not_hoisted.push((name.to_string(), reason)),
+        }
+    }
+    hoisted
+}
+
 /// One loop or guard on the path from the function's body to a statement
 /// (a let on the path binds no loop: a copy using it is refused).
 #[derive(Clone)]

@@ -9,7 +9,9 @@ pub mod passes;
 mod printer;
 pub mod simplify;
 
-pub use constant_copies::{ConstantCopyError, HoistedCopy, hoist_constant_copy};
+pub use constant_copies::{
+    ConstantCopyError, HoistedConstants, HoistedCopy, hoist_constant_copies, hoist_constant_copy,
+};
 pub use interp::{TirInterpError, run};
 pub use ir::{
     Buffer, BufferId, ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PackCall, PrimFunc,

@@ -195,6 +195,21 @@ fn bad_input_is_a_one_line_error_with_exit_code_2() {
         &["R=3", "H=2", "pad=0"],
     );
     assert_rejected(
+        &[
+            "tune",
+            "matmul",
+            "--shape",
+            "M=8,N=8,K=8",
+            "--constants",
+            "W",
+        ],
+        &["'W' is not an input of matmul", "its inputs are A, B"],
+    );
+    assert_rejected(
+        &["tune", "matmul", "--shape", "M=8,N=8,K=8", "--no-prepack"],
+        &["--no-prepack is for a model"],
+    );
+    assert_rejected(
         &["show", "group_conv2d", "--shape", "C=6,groups=4"],
         &["groups=4", "C=6"],
     );

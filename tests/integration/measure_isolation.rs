@@ -326,3 +326,59 @@ fn the_device_key_is_stable_and_depends_on_the_features() {
         "a masked feature is another device"
     );
 }
+
+/// matmul C = A·B with B copied into a panel `B.local` per column block.
+fn b_panel_steps() -> Vec<Step> {
+    steps_from_json(
+        r#"[{"kind":"cache_read","stage":"B","readers":["C"]},
+            {"kind":"split","stage":"C","iter":"i1","factors":[4]},
+            {"kind":"reorder","stage":"C","order":["i1.0","i0","k","i1.1"]},
+            {"kind":"compute_at","stage":"B.local","target":"C","iter":"i1.0"}]"#,
+    )
+    .expect("valid steps")
+}
+
+#[test]
+fn a_task_with_a_constant_weight_is_measured_with_it_laid_out_ahead_of_time() {
+    let _cores = exclusive();
+    let plain = Task::from_registry("matmul", "M=24,N=20,K=12").expect("task");
+    let task = plain
+        .clone()
+        .with_constants(&["B", "B"])
+        .expect("B is an input");
+    assert_eq!(task.constants(), ["B"]);
+    assert_eq!(task.key(), plain.key(), "the workload stays the same");
+    let e = plain
+        .clone()
+        .with_constants(&["W"])
+        .expect_err("no input W");
+    assert!(e.to_string().contains("its inputs are A, B"), "{e}");
+
+    // The schedule's panel copy of B is hoisted: the kernel takes B packed,
+    // so a worker that did not pack it could not even run it.
+    let steps = b_panel_steps();
+    let (built, _) = tessera::measure::build_with_constants(
+        task.dag(),
+        &steps,
+        task.constants(),
+        &Default::default(),
+    )
+    .map_err(|(failure, _)| failure.msg)
+    .expect("builds");
+    assert_eq!(built.packers.len(), 1, "B's copy is laid out ahead of time");
+    assert_eq!(built.packers[0].0, 1, "B is the second input");
+    let inputs = task.inputs();
+    let packed = built.pack(&inputs).expect("packs");
+    assert_ne!(packed[1].shape(), inputs[1].shape(), "B is taken packed");
+
+    // Measured with and without the constant in one measurer, alternately:
+    // each is set up again, each verifies against the reference.
+    let state = State::replay(task.dag(), &steps).expect("replays");
+    let mut measurer = Measurer::new(options(1)).expect("workers start");
+    for t in [&task, &plain, &task] {
+        let results = measurer
+            .measure(t, std::slice::from_ref(&state))
+            .expect("measured");
+        assert!(results[0].is_ok(), "{t:?}: {:?}", results[0]);
+    }
+}

@@ -145,6 +145,14 @@ fn a_task_tuned_in_one_model_is_tuned_in_another_that_contains_it() {
     assert_eq!(small_tasks.tasks.len(), 1);
     let shared = &small_tasks.tasks[0].task;
     assert_eq!(shared.family(), "conv2d_bias+Relu");
+    // The weight and bias are the model's constants: candidates are
+    // measured with them laid out ahead of time; the data is an input.
+    let inputs: Vec<&str> = shared.dag().inputs().iter().map(|t| t.name()).collect();
+    let mut constants = inputs[1..].to_vec();
+    constants.sort_unstable();
+    assert_eq!(shared.constants(), constants, "the inputs are {inputs:?}");
+    let plain = small_tasks.clone().without_constants();
+    assert!(plain.tasks[0].task.constants().is_empty());
     assert!(
         large_tasks
             .tasks
@@ -167,6 +175,11 @@ fn a_task_tuned_in_one_model_is_tuned_in_another_that_contains_it() {
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("weights   laid out ahead of time"),
+        "{stdout}"
     );
     let db = tessera::db::TuningDb::open(&db).expect("opens");
     let model = Model::load(&large).expect("loads");
