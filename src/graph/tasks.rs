@@ -47,7 +47,7 @@ impl ModelTasks {
     }
 
     /// The tasks measured with every input as an input: the copies a
-    /// schedule makes of the weights are timed (as `--no-prepack` deploys).
+    /// schedule makes of the weights are timed.
     pub fn without_constants(mut self) -> ModelTasks {
         for t in &mut self.tasks {
             let no_constants: &[&str] = &[];
@@ -68,7 +68,10 @@ impl ModelTasks {
 /// the model called `name`: one per distinct kernel of the fused graph
 /// ([`kernel_dags`]), each with the inputs that are the model's constants
 /// as its [`constants`](Task::constants): measured with the weights laid
-/// out ahead of time, as the deployed model runs.
+/// out ahead of time, as the deployed model runs
+/// ([`without_constants`](ModelTasks::without_constants) for the tasks with
+/// every input measured as an input, what `tessera tune m.onnx` and
+/// `tessera ci` measure unless `--prepack`).
 ///
 /// Errors: a node that does not lower, or a kernel that cannot be a task
 /// (its DAG does not survive serialisation: [`Task::from_dag`]).

@@ -170,6 +170,7 @@ fn a_task_tuned_in_one_model_is_tuned_in_another_that_contains_it() {
         db.to_str().expect("utf-8"),
         "--remeasure",
         "0",
+        "--prepack",
     ]);
     assert!(
         out.status.success(),
