@@ -50,10 +50,7 @@ impl ModelTasks {
     /// schedule makes of the weights are timed.
     pub fn without_constants(mut self) -> ModelTasks {
         for t in &mut self.tasks {
-            let no_constants: &[&str] = &[];
-            if let Ok(task) = t.task.clone().with_constants(no_constants) {
-                t.task = task;
-            }
+            t.task = t.task.clone().without_constants();
         }
         self
     }

@@ -2,6 +2,7 @@
 //! classified. It runs inside worker processes, so a candidate that crashes
 //! or hangs the compiler takes down only its worker.
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use crate::codegen::{self, CodegenOptions, Kernel};
@@ -42,8 +43,12 @@ pub struct BuiltCandidate {
 
 impl BuiltCandidate {
     /// `inputs` (the DAG's) with those the packers lay out packed: what
-    /// [`kernel`](Self::kernel) takes.
-    pub fn pack(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
+    /// [`kernel`](Self::kernel) takes (`inputs` themselves when nothing is
+    /// laid out, without a copy).
+    pub fn pack<'a>(&self, inputs: &'a [HostTensor]) -> Result<Cow<'a, [HostTensor]>, String> {
+        if self.packers.is_empty() {
+            return Ok(Cow::Borrowed(inputs));
+        }
         let mut packed = inputs.to_vec();
         for (index, packer) in &self.packers {
             let input = inputs
@@ -54,7 +59,7 @@ impl BuiltCandidate {
                 .map_err(|e| format!("packing input {index}: {e}"))?;
             packed[*index] = out.remove(0);
         }
-        Ok(packed)
+        Ok(Cow::Owned(packed))
     }
 }
 

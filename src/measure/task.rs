@@ -160,6 +160,13 @@ impl Task {
         Ok(self)
     }
 
+    /// The task with no input taken as a constant weight: every input
+    /// measured as an input.
+    pub fn without_constants(mut self) -> Task {
+        self.constants.clear();
+        self
+    }
+
     /// The inputs taken as constant weights (see [`with_constants`](Self::with_constants)).
     pub fn constants(&self) -> &[String] {
         &self.constants
