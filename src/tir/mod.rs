@@ -5,6 +5,7 @@ mod constant_copies;
 pub mod interp;
 mod ir;
 mod lower;
+mod partition;
 pub mod passes;
 mod printer;
 pub mod simplify;
@@ -20,3 +21,4 @@ pub use ir::{
 pub use lower::{
     AfterPass, LOWERING_PASSES, LowerError, Pass, lower, lower_traced, lower_unsimplified,
 };
+pub use partition::partition_loops;

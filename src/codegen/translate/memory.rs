@@ -104,7 +104,17 @@ pub(crate) fn storage_plan(
 pub(crate) fn allocations(s: &Stmt, in_parallel: bool, out: &mut Vec<(BufferId, Stmt)>) {
     match s {
         Stmt::Allocate { buffer, body } => {
-            out.push((*buffer, (**body).clone()));
+            // A buffer allocated in several places (the pieces of a
+            // partitioned loop) gets one plan, which must suit every place.
+            match out.iter_mut().find(|(b, _)| b == buffer) {
+                Some((_, scope)) => {
+                    *scope = Stmt::Seq(vec![
+                        std::mem::replace(scope, Stmt::nop()),
+                        (**body).clone(),
+                    ])
+                }
+                None => out.push((*buffer, (**body).clone())),
+            }
             allocations(body, in_parallel, out);
         }
         Stmt::For {

@@ -105,6 +105,11 @@ pub const LOWERING_PASSES: &[Pass] = &[
         passes::simplify_exprs,
     ),
     Pass::body(
+        "partition_loops",
+        "loops testing their own variable against constants (padding borders) cut there into pieces, each simplified",
+        super::super::partition_loops,
+    ),
+    Pass::body(
         "remove_decided_branches",
         "conditionals with a constant condition replaced by the branch taken",
         passes::remove_decided_branches,
@@ -194,6 +199,7 @@ mod tests {
                 "auto_unroll",
                 "remove_unit_loops",
                 "simplify",
+                "partition_loops",
                 "remove_decided_branches",
             ]
         );
@@ -204,7 +210,12 @@ mod tests {
             .collect();
         assert_eq!(
             simplifying,
-            ["remove_unit_loops", "simplify", "remove_decided_branches"]
+            [
+                "remove_unit_loops",
+                "simplify",
+                "partition_loops",
+                "remove_decided_branches"
+            ]
         );
     }
 

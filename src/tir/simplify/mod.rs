@@ -45,7 +45,7 @@ mod tests;
 #[cfg(test)]
 mod tests_prop;
 
-use crate::te::{Expr, ExprKind, Reduce};
+use crate::te::{Const, Expr, ExprKind, Reduce};
 
 /// Returns an expression equal to `e` for every value of its loop variables
 /// (each `v` in `0..v.extent()`), with no more nodes than `e`.
@@ -88,11 +88,19 @@ fn simplify_inside(e: &Expr) -> Expr {
             cond,
             then,
             otherwise,
-        } => ExprKind::Select {
-            cond: simplify(cond),
-            then: simplify(then),
-            otherwise: simplify(otherwise),
-        },
+        } => {
+            let cond = simplify(cond);
+            // Only the chosen branch is evaluated, so a decided select is it.
+            match cond.kind() {
+                ExprKind::Const(Const::Bool(true)) => return simplify(then),
+                ExprKind::Const(Const::Bool(false)) => return simplify(otherwise),
+                _ => ExprKind::Select {
+                    cond,
+                    then: simplify(then),
+                    otherwise: simplify(otherwise),
+                },
+            }
+        }
         ExprKind::Call(f, args) => ExprKind::Call(*f, args.iter().map(simplify).collect()),
         ExprKind::Read(t, idx) => ExprKind::Read(t.clone(), idx.iter().map(simplify).collect()),
         ExprKind::Reduce(r) => ExprKind::Reduce(Reduce {
