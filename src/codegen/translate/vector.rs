@@ -27,7 +27,7 @@ use super::memory::{group_type, vector_lanes};
 use super::{Binding, FnTranslator, Val, clif_type};
 
 /// Vectorized loops with at most this many chunks are fully unrolled.
-pub(crate) const MAX_UNROLLED_CHUNKS: i64 = 4;
+pub(crate) const MAX_UNROLLED_CHUNKS: i64 = 8;
 
 /// The vectorized loop variable in a chunk.
 #[derive(Clone, Copy)]

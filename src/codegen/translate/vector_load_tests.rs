@@ -134,11 +134,11 @@ fn speculative_and_strided_reads_stay_inside_a_fenced_input() {
         )
     };
     for stride in [1, 2, 3] {
-        // Output widths 8 (two unrolled chunks) and 20 (a loop of five).
-        for (ow, factor) in [(8, 4), (20, 20)] {
+        // Output widths 8 (two unrolled chunks) and 40 (a loop of ten).
+        for (ow, factor) in [(8, 4), (40, 40)] {
             let params = [
                 ("N", 1),
-                ("C", 2),
+                ("C", 1),
                 ("H", 5),
                 ("W", (ow - 1) * stride + 1),
                 ("R", 3),
