@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::arith::{Affine, Decompose};
+use crate::arith::{Affine, Decompose, Interval, decide};
 use crate::te::{CmpOp, Expr, ExprKind, Var, VarId};
 
 use super::ir::{ForKind, Stmt};
@@ -30,8 +30,6 @@ const MAX_CUTS: usize = 4;
 const MAX_BODY_STATEMENTS: usize = 64;
 /// Shortest vectorized loop that is cut (four chunks of four lanes).
 const MIN_VECTOR_EXTENT: i64 = 16;
-/// Longest loop whose tests are evaluated at every iteration to find cuts.
-const MAX_EXTENT: i64 = 1 << 16;
 
 /// Every loop of `s` that tests its own variable against constants, cut at
 /// the thresholds; inner loops first, so an outer loop sees the tests its
@@ -67,7 +65,7 @@ fn cuts(var: &Var, extent: i64, kind: ForKind, body: &Stmt) -> Vec<i64> {
     // A short vector loop selects lane-wise for the price of a compare;
     // cut, it would leave pieces narrower than a vector.
     let short_vector = kind == ForKind::Vectorized && extent < MIN_VECTOR_EXTENT;
-    if kind == ForKind::Parallel || short_vector || !(2..=MAX_EXTENT).contains(&extent) {
+    if kind == ForKind::Parallel || short_vector || extent < 2 {
         return Vec::new();
     }
     let mut statements = 0;
@@ -103,17 +101,7 @@ fn cuts(var: &Var, extent: i64, kind: ForKind, body: &Stmt) -> Vec<i64> {
             })
         })
     });
-    let mut cuts = BTreeSet::new();
-    for test in &tests {
-        let mut before = test.holds(0);
-        for v in 1..extent {
-            let now = test.holds(v);
-            if now != before {
-                cuts.insert(v);
-            }
-            before = now;
-        }
-    }
+    let cuts: BTreeSet<i64> = tests.iter().filter_map(|t| t.cut(extent)).collect();
     if cuts.len() > MAX_CUTS {
         return Vec::new();
     }
@@ -153,21 +141,30 @@ impl Test {
         })
     }
 
-    /// Whether the test holds at `v`.
-    fn holds(&self, v: i64) -> bool {
-        let at = i128::from(self.coefficient) * i128::from(v) + i128::from(self.constant);
-        compare(self.op, at)
+    /// Whether the test holds at `v` (`None` if the form overflows).
+    fn holds(&self, v: i64) -> Option<bool> {
+        let at = self
+            .coefficient
+            .checked_mul(v)?
+            .checked_add(self.constant)?;
+        decide(self.op, Interval::point(at), Interval::point(0))
     }
-}
 
-fn compare(op: CmpOp, x: i128) -> bool {
-    match op {
-        CmpOp::Lt => x < 0,
-        CmpOp::Le => x <= 0,
-        CmpOp::Gt => x > 0,
-        CmpOp::Ge => x >= 0,
-        CmpOp::Eq => x == 0,
-        CmpOp::Ne => x != 0,
+    /// The first iteration in `1..extent` where the test's value differs
+    /// from iteration 0's: an ordering of an affine form changes value at
+    /// most once, so a binary search finds it.
+    fn cut(&self, extent: i64) -> Option<i64> {
+        let first = self.holds(0)?;
+        let (mut low, mut high) = (1, extent);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if self.holds(middle)? == first {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        (low < extent).then_some(low)
     }
 }
 

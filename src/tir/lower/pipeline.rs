@@ -106,7 +106,7 @@ pub const LOWERING_PASSES: &[Pass] = &[
     ),
     Pass::body(
         "partition_loops",
-        "loops testing their own variable against constants (padding borders) cut there into pieces, each simplified",
+        "loops whose selects test their own variable against constants (padding borders) cut there into pieces, each simplified",
         super::super::partition_loops,
     ),
     Pass::body(
