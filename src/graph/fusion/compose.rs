@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::graph::ir::Node;
 use crate::graph::lower::NodeKernel;
-use crate::te::{ComputeDag, ComputeOp, Expr, ExprKind, Tensor, TensorId, placeholder};
+use crate::te::{ComputeDag, ComputeOp, Expr, ExprKind, Tensor, TensorId, Var, placeholder};
 
 /// How a member's DAG tensor is read in the group's DAG.
 enum Mapped {
@@ -31,7 +31,12 @@ fn long_extents(shape: &[i64]) -> Vec<i64> {
 }
 
 impl Mapped {
-    fn read(&self, indices: Vec<Expr>) -> Expr {
+    /// The read of this tensor at a member's `indices`, in a stage whose
+    /// spatial axes are `reader_axes`. A dimension of extent 1 the member
+    /// did not see is read at the reader's own axis there when the reader
+    /// spans the same shape (that axis is 0 too), so the read stays an
+    /// identity read the sketches can fuse; else at 0.
+    fn read(&self, indices: Vec<Expr>, reader_axes: Option<&[Var]>) -> Expr {
         match self {
             Mapped::Same(t) => t.at(indices),
             Mapped::Reindexed {
@@ -39,7 +44,10 @@ impl Mapped {
                 old_long,
                 new_long,
             } => {
-                let mut at = vec![Expr::i64(0); tensor.ndim()];
+                let mut at: Vec<Expr> = match reader_axes {
+                    Some(axes) => axes.iter().map(Var::expr).collect(),
+                    None => vec![Expr::i64(0); tensor.ndim()],
+                };
                 for (&old, &new) in old_long.iter().zip(new_long) {
                     at[new] = indices[old].clone();
                 }
@@ -129,7 +137,13 @@ pub(super) fn compose(nodes: &[&Node], kernels: &[NodeKernel]) -> Result<NodeKer
                 continue;
             };
             let body = op.body.rewrite(&mut |e| match e.kind() {
-                ExprKind::Read(t, indices) => map.get(&t.id()).map(|m| m.read(indices.clone())),
+                ExprKind::Read(t, indices) => map.get(&t.id()).map(|m| {
+                    let same_shape = match m {
+                        Mapped::Reindexed { tensor, .. } => tensor.shape() == stage.shape(),
+                        Mapped::Same(_) => false,
+                    };
+                    m.read(indices.clone(), same_shape.then_some(&op.axes[..]))
+                }),
                 _ => None,
             });
             let spliced = Tensor::from_compute(

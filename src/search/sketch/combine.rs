@@ -1,6 +1,8 @@
 //! Combining the stages' variants into sketches: the cartesian product of
 //! each stage's alternatives, always-inlined stages first, at most
-//! [`MAX_SKETCHES`] sketches.
+//! [`MAX_SKETCHES`] sketches. A consumer that a sketch's variant already
+//! schedules (tiling with fusion) takes none of its own variants there,
+//! and all of them in the sketches that leave it alone (a cache write).
 
 use crate::schedule::Step;
 
@@ -8,11 +10,15 @@ use super::{MAX_SKETCHES, Sketch, SketchStep, Variant, VariantKind};
 
 /// The cartesian product of the stages' alternatives (at most [`MAX_SKETCHES`]).
 pub(super) fn combine(per_stage: Vec<Vec<Variant>>) -> Vec<Sketch> {
-    let mut sketches = vec![Sketch {
-        name: String::new(),
-        steps: Vec::new(),
-        sites: Vec::new(),
-    }];
+    // Each sketch with the consumers its variants fused.
+    let mut sketches: Vec<(Sketch, Vec<String>)> = vec![(
+        Sketch {
+            name: String::new(),
+            steps: Vec::new(),
+            sites: Vec::new(),
+        },
+        Vec::new(),
+    )];
     // Stages that may be inlined or not: a variant that computes one at the
     // root (a tensorized reader) is only combined with the other choice.
     let optional_inlines: Vec<String> = per_stage
@@ -44,8 +50,14 @@ pub(super) fn combine(per_stage: Vec<Vec<Variant>>) -> Vec<Sketch> {
         .filter(|v| !v.is_empty())
         .partition(|v| v.len() == 1 && v[0].kind == VariantKind::Inline);
     for variants in inlines.into_iter().chain(others) {
-        let mut next = Vec::new();
-        for sketch in &sketches {
+        let mut next: Vec<(Sketch, Vec<String>)> = Vec::new();
+        for (sketch, fused) in &sketches {
+            if variants.iter().any(|v| fused.contains(&v.stage)) {
+                if next.len() < MAX_SKETCHES {
+                    next.push((sketch.clone(), fused.clone()));
+                }
+                continue;
+            }
             for variant in &variants {
                 if next.len() == MAX_SKETCHES {
                     break;
@@ -53,6 +65,8 @@ pub(super) fn combine(per_stage: Vec<Vec<Variant>>) -> Vec<Sketch> {
                 if conflicts(sketch, &variant.steps) {
                     continue;
                 }
+                let mut fused = fused.clone();
+                fused.extend(variant.fused_consumer().map(str::to_string));
                 let mut s = sketch.clone();
                 if !s.name.is_empty() {
                     s.name.push(' ');
@@ -76,10 +90,10 @@ pub(super) fn combine(per_stage: Vec<Vec<Variant>>) -> Vec<Sketch> {
                     other => other.clone(),
                 }));
                 s.sites.extend(variant.sites.iter().cloned());
-                next.push(s);
+                next.push((s, fused));
             }
         }
         sketches = next;
     }
-    sketches
+    sketches.into_iter().map(|(sketch, _)| sketch).collect()
 }

@@ -45,7 +45,7 @@ use tiling::{MultiLevelTiling, MultiLevelTilingWithFusion};
 use vector_reduce::VectorReduce;
 
 /// Most sketches generated for one DAG.
-pub const MAX_SKETCHES: usize = 32;
+pub const MAX_SKETCHES: usize = 64;
 
 /// What a rule does with a stage (Ansor's `ConditionKind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,14 +87,15 @@ static RULES: &[&dyn SketchRule] = &[
     &InlinePadding,
     &PaddingAtConsumer,
     // A reduction with data reuse whose only consumer is elementwise:
-    // tiled inside the consumer's tiles, or tensorized there; nothing else.
+    // tiled inside the consumer's tiles, or tensorized there (the
+    // consumer then has no variants of its own)...
     &MultiLevelTilingWithFusion,
     &Tensorize {
         into: TensorizeInto::FusedConsumer,
     },
-    // Any other reduction with data reuse: tiled in a cache-write stage
+    // ...and any reduction with data reuse: tiled in a cache-write stage
     // (with a reused input packed, or not), tensorized there, or tiled at
-    // the root; nothing else.
+    // the root, the consumer scheduled on its own; nothing else.
     &MultiLevelTilingWithPacking,
     &MultiLevelTilingWithCacheWrite,
     &Tensorize {
@@ -239,6 +240,23 @@ impl Variant {
     fn name(&self) -> String {
         format!("{}:{}", self.stage, self.kind)
     }
+
+    /// The consumer this variant schedules along with its own stage (its
+    /// tiles host the stage's), which then takes none of its own variants.
+    fn fused_consumer(&self) -> Option<&str> {
+        match &self.kind {
+            VariantKind::TileWithFusion { consumer } => Some(consumer),
+            VariantKind::Tensorize { .. } => self.steps.iter().find_map(|step| match step {
+                SketchStep::Fixed(crate::schedule::Step::ComputeAt { target, .. })
+                    if *target != self.stage =>
+                {
+                    Some(target.as_str())
+                }
+                _ => None,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The alternatives `rules` give `stage`, walking them in order.
@@ -260,24 +278,10 @@ fn variants_of(stage: &Stage, rules: &[&dyn SketchRule], target: &Target) -> Vec
 /// sketches may call).
 pub fn generate_sketches(dag: &ComputeDag, target: &Target) -> Vec<Sketch> {
     let stages = stages_of(dag);
-    let mut per_stage: Vec<Vec<Variant>> = stages
+    let per_stage: Vec<Vec<Variant>> = stages
         .iter()
         .map(|stage| variants_of(stage, RULES, target))
         .collect();
-    // A consumer fused by its producer keeps only that role.
-    let fused: Vec<String> = per_stage
-        .iter()
-        .flatten()
-        .filter_map(|variant| match &variant.kind {
-            VariantKind::TileWithFusion { consumer } => Some(consumer.clone()),
-            _ => None,
-        })
-        .collect();
-    for (stage, variants) in stages.iter().zip(per_stage.iter_mut()) {
-        if fused.contains(&stage.name) {
-            variants.clear();
-        }
-    }
     let mut sketches = combine::combine(per_stage);
     for sketch in &mut sketches {
         row_math::mark_row_math_sites(sketch, dag, target);

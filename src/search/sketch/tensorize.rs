@@ -1,7 +1,8 @@
 //! The tensorize rule: a GEMM-shaped reduction (`C[…, m, n] += A[…m…k…] ·
 //! B[…k…n…]`) gets sketches whose register tile is a micro-kernel call —
 //! the accumulator tile computed per (n block, m block) of the output (in a
-//! cache-write stage, or per tile of a fused elementwise consumer), the
+//! cache-write stage, per tile of a fused elementwise consumer, or in a
+//! cache-write stage whose copy out that consumer does), the
 //! block of its innermost loops `k.1 m n` tensorized, and the B operand
 //! packed into a panel per n block: optionally when B is contiguous along
 //! n, always (transposed) when it is not, as for `dense`'s `W[n, k]`.
@@ -197,6 +198,11 @@ enum Host<'a> {
     CacheWrite {
         /// The local buffer's dimension order, when not the stage's.
         layout: Option<Vec<usize>>,
+        /// The elementwise consumer (name, axis names in the stage's axis
+        /// order) whose tiles host the local buffer instead of the stage's
+        /// copy out, which is then inlined into it: the epilogue reads each
+        /// tile while it is in cache.
+        consumer: Option<(&'a str, Vec<String>)>,
     },
     /// Directly, per tile of its elementwise consumer `name`, whose axes
     /// `axes` correspond one to one to the stage's (bias + ReLU after dense).
@@ -218,7 +224,18 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
     // The stage whose block is tensorized, the stage whose tiles host it,
     // and the host's names of the stage's axes.
     let (computed, host_stage, host_axes) = match host {
-        Host::CacheWrite { .. } => (format!("{stage}.local"), stage.to_string(), stage_axes),
+        Host::CacheWrite {
+            consumer: Some((name, axes)),
+            layout,
+        } => {
+            // The consumer's names of `op`'s axes, which may be permuted.
+            let order: Vec<usize> = layout.clone().unwrap_or_else(|| (0..axes.len()).collect());
+            let axes = order.iter().filter_map(|&d| axes.get(d).cloned()).collect();
+            (format!("{stage}.local"), name.to_string(), axes)
+        }
+        Host::CacheWrite { consumer: None, .. } => {
+            (format!("{stage}.local"), stage.to_string(), stage_axes)
+        }
         Host::Consumer { name, axes } => (stage.to_string(), name.to_string(), axes.clone()),
     };
     let position = |axis: &Var| op.axes.iter().position(|a| a.id() == axis.id());
@@ -268,11 +285,16 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                 .filter(|t| !a_panel || **t != g.a_operand)
                 .map(|t| SketchStep::Fixed(Step::ComputeRoot { stage: t.clone() }))
                 .collect();
-            if let Host::CacheWrite { layout } = host {
+            if let Host::CacheWrite { layout, consumer } = host {
                 steps.push(SketchStep::Fixed(Step::CacheWrite {
                     stage: stage.into(),
                     layout: layout.clone(),
                 }));
+                if consumer.is_some() {
+                    steps.push(SketchStep::Fixed(Step::ComputeInline {
+                        stage: stage.into(),
+                    }));
+                }
             }
             for (axis, tile) in [(&hm, m_t), (&hn, n_t)] {
                 steps.push(SketchStep::Fixed(Step::Split {
@@ -284,7 +306,13 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
             // A transposed accumulator: the n blocks outermost, so that each
             // block's B panel is packed once, and the copy out writes along
             // the output's contiguous axis, m.
-            let transposed = matches!(host, Host::CacheWrite { layout: Some(_) });
+            let transposed = matches!(
+                host,
+                Host::CacheWrite {
+                    layout: Some(_),
+                    ..
+                }
+            );
             let mut order = if transposed {
                 vec![format!("{hn}.0")]
             } else {
@@ -451,8 +479,8 @@ pub(super) enum PackHow {
 
 /// Where the [`Tensorize`] rule computes the micro-kernel's tiles.
 pub(super) enum TensorizeInto {
-    /// Per tile of the stage's fusible elementwise consumer; the last rule
-    /// of a fused stage (no cache write, no plain tiling after it).
+    /// Per tile of the stage's fusible elementwise consumer: directly, or
+    /// accumulated transposed and copied out by the consumer.
     FusedConsumer,
     /// Per tile of a cache-write stage `<stage>.local`.
     CacheWrite,
@@ -475,9 +503,7 @@ impl SketchRule for Tensorize {
 
     fn condition(&self, stage: &Stage) -> Condition {
         match self.into {
-            TensorizeInto::FusedConsumer => {
-                Condition::ApplyAndSkipRest.when(stage.fusible_consumer.is_some())
-            }
+            TensorizeInto::FusedConsumer => Condition::Apply.when(stage.fusible_consumer.is_some()),
             TensorizeInto::CacheWrite => {
                 Condition::Apply.when(stage.has_data_reuse() && gemm_shape(&stage.op).is_some())
             }
@@ -491,22 +517,41 @@ impl SketchRule for Tensorize {
                     target,
                     &stage.name,
                     &stage.op,
-                    &Host::CacheWrite { layout: None },
+                    &Host::CacheWrite {
+                        layout: None,
+                        consumer: None,
+                    },
                 );
                 for (layout, op) in transposed_accumulators(&stage.op) {
                     let host = Host::CacheWrite {
                         layout: Some(layout),
+                        consumer: None,
                     };
                     variants.extend(tensorize_variants(target, &stage.name, &op, &host));
                 }
                 return variants;
             }
-            (TensorizeInto::FusedConsumer, Some(consumer)) => Host::Consumer {
+            (TensorizeInto::FusedConsumer, Some(consumer)) => consumer,
+            (TensorizeInto::FusedConsumer, None) => return Vec::new(),
+        };
+        let consumer = host;
+        let mut variants = tensorize_variants(
+            target,
+            &stage.name,
+            &stage.op,
+            &Host::Consumer {
                 name: &consumer.name,
                 axes: consumer.axes.clone(),
             },
-            (TensorizeInto::FusedConsumer, None) => return Vec::new(),
-        };
-        tensorize_variants(target, &stage.name, &stage.op, &host)
+        );
+        // A transposed accumulator copied out by the consumer itself.
+        for (layout, op) in transposed_accumulators(&stage.op) {
+            let fused = Host::CacheWrite {
+                layout: Some(layout),
+                consumer: Some((&consumer.name, consumer.axes.clone())),
+            };
+            variants.extend(tensorize_variants(target, &stage.name, &op, &fused));
+        }
+        variants
     }
 }

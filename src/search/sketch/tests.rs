@@ -72,12 +72,19 @@ fn each_kind_of_stage_meets_the_conditions_of_its_rules() {
             ("simple", Apply),
         ]
     );
+    // Fused with its consumer, or not: both are offered.
     let dense = stage_of("dense_bias_relu", "M=8,N=16,K=16", "dense");
     assert_eq!(
-        conditions(&dense)[..2],
+        conditions(&dense),
         [
             ("multi_level_tiling_with_fusion", Apply),
-            ("tensorize_into_fused_consumer", ApplyAndSkipRest),
+            ("tensorize_into_fused_consumer", Apply),
+            ("multi_level_tiling_with_packing", Apply),
+            ("multi_level_tiling_with_cache_write", Apply),
+            ("tensorize_into_cache_write", Apply),
+            ("multi_level_tiling", ApplyAndSkipRest),
+            ("vector_reduce", Apply),
+            ("simple", Apply),
         ]
     );
     let bias = stage_of("dense_bias_relu", "M=8,N=16,K=16", "bias_add");
@@ -147,7 +154,8 @@ fn a_rule_that_applies_and_skips_the_rest_ends_the_stages_list() {
         .collect();
     assert_eq!(stages, ["first", "second", "last"]);
     // In the real list: an always-inlined stage gets no simple schedule,
-    // and a fused stage no cache write and no plain tiling.
+    // and a stage with a fusible consumer its fused tiles first, then the
+    // cache-write and plain tilings.
     let bias = stage_of("dense_bias_relu", "M=8,N=16,K=16", "bias_add");
     let kinds: Vec<VariantKind> = variants_of(&bias, RULES, &Target::from_env())
         .into_iter()
@@ -162,18 +170,48 @@ fn a_rule_that_applies_and_skips_the_rest_ends_the_stages_list() {
             consumer: "relu".into()
         }
     );
+    let kinds: Vec<&VariantKind> = variants.iter().map(|v| &v.kind).collect();
+    let last_fused = kinds
+        .iter()
+        .rposition(|k| {
+            **k == VariantKind::TileWithFusion {
+                consumer: "relu".into(),
+            }
+        })
+        .expect("fused tiles");
+    let cache_write = kinds
+        .iter()
+        .position(|k| **k == VariantKind::TileWithCacheWrite)
+        .expect("cache-write tiles");
+    assert!(last_fused < cache_write);
+    assert_eq!(kinds.last(), Some(&&VariantKind::Tile));
     assert!(
-        variants[1..]
+        variants
             .iter()
-            .all(|v| matches!(v.kind, VariantKind::Tensorize { .. }))
+            .filter(|v| v.fused_consumer().is_some())
+            .all(|v| v.fused_consumer() == Some("relu"))
     );
 }
 
 #[test]
-fn a_fused_consumer_is_scheduled_only_by_its_producer() {
+fn a_fused_consumer_is_scheduled_by_its_producer_or_on_its_own() {
     let sketches = sketches_of("dense_bias_relu", "M=8,N=16,K=16");
     assert_eq!(sketches[0].name, "bias_add:inline dense:tile+fuse(relu)");
-    assert!(sketches.iter().all(|s| !s.name.contains("relu:")));
+    // Where the dense's tiles host the relu, the relu has no schedule of
+    // its own; where they do not (a cache write), it has.
+    for sketch in &sketches {
+        let fused = sketch.name.contains("dense:tile+fuse(relu)")
+            || fixed(sketch)
+                .iter()
+                .any(|s| matches!(s, Step::ComputeAt { target, .. } if target == "relu"));
+        assert_eq!(sketch.name.contains("relu:"), !fused, "{}", sketch.name);
+    }
+    assert!(
+        sketches
+            .iter()
+            .any(|s| s.name.contains("dense:tile+cache_write"))
+    );
+    assert!(sketches.iter().any(|s| s.name.ends_with("relu:simple")));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use super::*;
 use common::{assert_close as assert_tensors_close, build, random_inputs, reference};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use tessera::schedule::{State, StepErrorKind};
+use tessera::schedule::{ComputeAt, State, StepErrorKind};
 use tessera::search::{Suite, generate_sketches, materialize, random_decisions};
 use tessera::te::ComputeDag;
 use tessera::tir;
@@ -232,6 +232,63 @@ fn strided_and_padded_convolutions_are_tensorized_through_a_panel_or_a_transpose
     // (6): its tiles are also accumulated channel-innermost, its input read
     // in place or gathered into an A panel.
     assert!(transposed > 1, "{transposed} transposed accumulators");
+}
+
+#[test]
+fn a_transposed_accumulator_copied_out_by_its_fused_epilogue_matches_the_reference() {
+    // Rows of 5 and 12 output channels: accumulated channel-innermost,
+    // either copied out by a copy stage with the bias added in a second
+    // pass, or by the bias stage itself (the copy inlined into it).
+    let params = [
+        ("N", 1),
+        ("C", 3),
+        ("H", 4),
+        ("W", 5),
+        ("K", 12),
+        ("R", 3),
+        ("S", 3),
+        ("stride", 1),
+        ("pad", 1),
+        ("dilation", 1),
+    ];
+    let dag = build("conv2d_bias", &params);
+    let transposed: Vec<_> = generate_sketches(&dag, &host())
+        .into_iter()
+        .filter(|s| s.name.contains("+transposed_accumulator"))
+        .collect();
+    if host().kernels().is_empty() {
+        return;
+    }
+    let (fused, alone): (Vec<_>, Vec<_>) = transposed
+        .iter()
+        .partition(|s| !s.name.contains("conv2d_bias:"));
+    assert!(!fused.is_empty() && !alone.is_empty(), "{transposed:?}");
+    for sketch in fused {
+        for seed in 0..4 {
+            let decisions = random_decisions(sketch, &mut StdRng::seed_from_u64(seed));
+            let state = materialize(&dag, sketch, &decisions)
+                .unwrap_or_else(|e| panic!("[{}]: {e}", sketch.name));
+            let stage = |name: &str| {
+                state
+                    .stages()
+                    .iter()
+                    .find(|s| s.name == name)
+                    .map(|s| s.compute_at)
+            };
+            assert_eq!(stage("conv2d"), Some(ComputeAt::Inline), "{}", sketch.name);
+            assert!(
+                matches!(stage("conv2d.local"), Some(ComputeAt::At { .. })),
+                "{}",
+                sketch.name
+            );
+            check_tensorized(
+                &host(),
+                &format!("[{}] {decisions:?}", sketch.name),
+                &dag,
+                state.steps(),
+            );
+        }
+    }
 }
 
 #[test]
