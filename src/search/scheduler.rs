@@ -24,7 +24,10 @@
 //! When every gradient is equal the choice is random; otherwise ties go to
 //! the first task. A task is retired when its search has nothing new, after
 //! `early_stopping` trials without improvement, or when it still has no valid
-//! schedule after `Δt` rounds. As in TVM, every round measures
+//! schedule after `Δt` rounds. As in TVM, a task tuned more than
+//! [`DISSIMILAR_AFTER_ROUNDS`] rounds beyond every other task of its group
+//! and still below `1/β` of the group's best throughput leaves the group
+//! ([`leave_dissimilar_group`]): it was not similar after all. As in TVM, every round measures
 //! `min(batch_size, total_trials / tasks)` candidates, so that the warm-up
 //! fits in the budget.
 //!
@@ -144,6 +147,43 @@ pub fn gradient(histories: &[TaskHistory], i: usize, params: &SchedulerParams) -
     };
     let forward = linear.min(similar) - g;
     h.weight * (params.alpha * backward + (1.0 - params.alpha) * forward)
+}
+
+/// Rounds beyond every peer's after which a task still short of its
+/// group's best throughput leaves the group (TVM's
+/// `_adjust_similarity_group`).
+pub const DISSIMILAR_AFTER_ROUNDS: usize = 5;
+
+/// Takes task `i` out of its similarity group when it is not similar after
+/// all: tuned more than [`DISSIMILAR_AFTER_ROUNDS`] rounds beyond every
+/// other task of the group, its throughput is still below `1/β` of the
+/// group's best. Its forward term then no longer expects that throughput
+/// (an RGB stem convolution with 3 input channels never reaches a 1×1
+/// convolution's, and without this took most of a model's rounds). Returns
+/// whether it left.
+pub fn leave_dissimilar_group(
+    histories: &mut [TaskHistory],
+    i: usize,
+    params: &SchedulerParams,
+) -> bool {
+    let group = &histories[i].group;
+    let peers: Vec<usize> = (0..histories.len())
+        .filter(|&j| j != i && histories[j].group == *group)
+        .collect();
+    let rate = |h: &TaskHistory| h.best().map_or(0.0, |c| h.flops / c);
+    let Some(most_peer_rounds) = peers.iter().map(|&j| histories[j].rounds()).max() else {
+        return false;
+    };
+    let best_rate = peers
+        .iter()
+        .map(|&j| rate(&histories[j]))
+        .fold(rate(&histories[i]), f64::max);
+    let dissimilar = rate(&histories[i]) < best_rate / params.beta
+        && histories[i].rounds() > most_peer_rounds + DISSIMILAR_AFTER_ROUNDS;
+    if dissimilar {
+        histories[i].group = format!("{} (alone: task {i})", histories[i].group);
+    }
+    dissimilar
 }
 
 /// The task the next round goes to, `None` when every task is retired:
@@ -398,6 +438,7 @@ pub fn tune_suite(
             trials += measured;
             allocation.push(i);
             histories[i].best_costs.push(tuners[i].best_cost());
+            leave_dissimilar_group(&mut histories, i, &options.scheduler);
             latency_curve.push(LatencyPoint {
                 trials,
                 secs: start.elapsed().as_secs_f64(),
@@ -535,6 +576,42 @@ mod tests {
             ..TaskHistory::new(1.0, 1e9, "a")
         }];
         assert_eq!(gradient(&h, 0, &p), f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn a_task_far_below_its_group_leaves_it_after_five_rounds_more_than_its_peers() {
+        let p = SchedulerParams::default();
+        // Task 0 at a tenth of task 1's throughput (same FLOPs).
+        let stuck = |rounds: usize| vec![1.0; rounds];
+        let mut h = vec![
+            history(1.0, "conv", &stuck(6)),
+            history(1.0, "conv", &[0.1]),
+        ];
+        // 6 rounds against 1: not more than 5 beyond yet.
+        assert!(!leave_dissimilar_group(&mut h, 0, &p));
+        assert_eq!(h[0].group, "conv");
+        let before = gradient(&h, 0, &p);
+        h[0].best_costs.push(Some(1.0));
+        assert!(leave_dissimilar_group(&mut h, 0, &p));
+        assert_ne!(h[0].group, h[1].group);
+        // Its forward term is its own rate again, no longer the peer's.
+        let after = gradient(&h, 0, &p);
+        assert!(after > before, "{before} -> {after}");
+        // Within 1/β of the best, or with peers as tuned: stays.
+        let mut h = vec![
+            history(1.0, "conv", &stuck(9)),
+            history(1.0, "conv", &[0.6]),
+        ];
+        assert!(!leave_dissimilar_group(&mut h, 0, &p));
+        let mut h = vec![
+            history(1.0, "conv", &stuck(9)),
+            history(1.0, "conv", &stuck(4)),
+            history(1.0, "conv", &[0.1]),
+        ];
+        assert!(!leave_dissimilar_group(&mut h, 0, &p));
+        // Alone in its group: nothing to leave.
+        let mut h = vec![history(1.0, "conv", &stuck(9))];
+        assert!(!leave_dissimilar_group(&mut h, 0, &p));
     }
 
     #[test]
