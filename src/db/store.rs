@@ -19,6 +19,26 @@ use super::write_fault::WriteFault;
 /// How long a writer waits for another writer's transaction.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Runs `step` again while it fails with "database is locked", for up to
+/// [`BUSY_TIMEOUT`]. SQLite returns that at once, without waiting in the
+/// busy handler, where waiting could deadlock: two processes opening a new
+/// file together, one switching it to WAL while the other migrates it.
+/// Both steps are idempotent, so the one that lost simply tries again.
+fn until_not_busy<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let start = std::time::Instant::now();
+    loop {
+        match step() {
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && start.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A tuning database (see the [module docs](super)).
 pub struct TuningDb {
     conn: Connection,
@@ -146,14 +166,14 @@ impl TuningDb {
         }
         // WAL lets readers and one writer proceed at once; in-memory
         // databases answer "memory" and keep their journal.
-        let _mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(sql)?;
+        let _mode: String =
+            until_not_busy(|| conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)))
+                .map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(sql)?;
-        match migrate(&mut conn).map_err(sql)? {
+        match until_not_busy(|| migrate(&mut conn)).map_err(sql)? {
             Version::Current => Ok(TuningDb {
                 conn,
                 path,
