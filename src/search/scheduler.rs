@@ -24,11 +24,11 @@
 //! When every gradient is equal the choice is random; otherwise ties go to
 //! the first task. A task is retired when its search has nothing new, after
 //! `early_stopping` trials without improvement, or when it still has no valid
-//! schedule after `Δt` rounds. As in TVM, a task tuned more than
+//! schedule after `Δt` rounds. A task tuned more than
 //! [`DISSIMILAR_AFTER_ROUNDS`] rounds beyond every other task of its group
 //! and still below `1/β` of the group's best throughput leaves the group
-//! ([`leave_dissimilar_group`]): it was not similar after all. As in TVM, every round measures
-//! `min(batch_size, total_trials / tasks)` candidates, so that the warm-up
+//! ([`leave_dissimilar_group`]): it was not similar after all. As in TVM,
+//! every round measures `min(batch_size, total_trials / tasks)` candidates, so that the warm-up
 //! fits in the budget.
 //!
 //! At the end, the best candidates of every task are re-measured in fresh
@@ -87,8 +87,9 @@ pub struct TaskHistory {
     pub flops: f64,
     /// Tasks of one group are similar (here: the same
     /// [`Task::family`](crate::measure::Task::family): the registry op, or
-    /// a DAG task's label up to its first `[`).
-    pub group: String,
+    /// a DAG task's label up to its first `[`); `None` once it left its
+    /// group ([`leave_dissimilar_group`]).
+    pub group: Option<String>,
     /// The best latency in seconds after each of the task's rounds (`None`:
     /// no valid schedule yet). Its length is `tᵢ`.
     pub best_costs: Vec<Option<f64>>,
@@ -102,7 +103,7 @@ impl TaskHistory {
         TaskHistory {
             weight,
             flops,
-            group: group.into(),
+            group: Some(group.into()),
             best_costs: Vec::new(),
             dead: false,
         }
@@ -134,10 +135,11 @@ pub fn gradient(histories: &[TaskHistory], i: usize, params: &SchedulerParams) -
         _ => 0.0,
     };
     let linear = g - g / t as f64;
-    let peers = histories.iter().filter(|o| o.group == h.group).count();
+    let in_group = |o: &&TaskHistory| h.group.is_some() && o.group == h.group;
+    let peers = histories.iter().filter(in_group).count();
     let best_rate = histories
         .iter()
-        .filter(|o| o.group == h.group)
+        .filter(in_group)
         .filter_map(|o| o.best().map(|c| o.flops / c))
         .fold(0.0, f64::max);
     let similar = if peers > 1 && best_rate > 0.0 {
@@ -166,9 +168,11 @@ pub fn leave_dissimilar_group(
     i: usize,
     params: &SchedulerParams,
 ) -> bool {
-    let group = &histories[i].group;
+    let Some(group) = &histories[i].group else {
+        return false;
+    };
     let peers: Vec<usize> = (0..histories.len())
-        .filter(|&j| j != i && histories[j].group == *group)
+        .filter(|&j| j != i && histories[j].group.as_ref() == Some(group))
         .collect();
     let rate = |h: &TaskHistory| h.best().map_or(0.0, |c| h.flops / c);
     let Some(most_peer_rounds) = peers.iter().map(|&j| histories[j].rounds()).max() else {
@@ -181,7 +185,7 @@ pub fn leave_dissimilar_group(
     let dissimilar = rate(&histories[i]) < best_rate / params.beta
         && histories[i].rounds() > most_peer_rounds + DISSIMILAR_AFTER_ROUNDS;
     if dissimilar {
-        histories[i].group = format!("{} (alone: task {i})", histories[i].group);
+        histories[i].group = None;
     }
     dissimilar
 }
@@ -568,7 +572,7 @@ mod tests {
         ];
         let with_peer = gradient(&h, 0, &p);
         assert!((with_peer - 0.8 * (0.2 - 1.0)).abs() < 1e-12, "{with_peer}");
-        h[1].group = "other".into();
+        h[1].group = Some("other".into());
         assert!((gradient(&h, 0, &p) - 0.8 * (-0.5)).abs() < 1e-12);
         // No valid schedule yet: tuned first.
         let h = vec![TaskHistory {
@@ -589,11 +593,14 @@ mod tests {
         ];
         // 6 rounds against 1: not more than 5 beyond yet.
         assert!(!leave_dissimilar_group(&mut h, 0, &p));
-        assert_eq!(h[0].group, "conv");
+        assert_eq!(h[0].group.as_deref(), Some("conv"));
         let before = gradient(&h, 0, &p);
         h[0].best_costs.push(Some(1.0));
         assert!(leave_dissimilar_group(&mut h, 0, &p));
-        assert_ne!(h[0].group, h[1].group);
+        assert_eq!(h[0].group, None);
+        // Once out, it leaves nothing again.
+        h[0].best_costs.push(Some(1.0));
+        assert!(!leave_dissimilar_group(&mut h, 0, &p));
         // Its forward term is its own rate again, no longer the peer's.
         let after = gradient(&h, 0, &p);
         assert!(after > before, "{before} -> {after}");

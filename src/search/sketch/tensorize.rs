@@ -228,9 +228,11 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
             consumer: Some((name, axes)),
             layout,
         } => {
-            // The consumer's names of `op`'s axes, which may be permuted.
-            let order: Vec<usize> = layout.clone().unwrap_or_else(|| (0..axes.len()).collect());
-            let axes = order.iter().filter_map(|&d| axes.get(d).cloned()).collect();
+            // The consumer's names of `op`'s axes, in the layout's order.
+            let axes = match layout {
+                Some(order) => order.iter().filter_map(|&d| axes.get(d).cloned()).collect(),
+                None => axes.clone(),
+            };
             (format!("{stage}.local"), name.to_string(), axes)
         }
         Host::CacheWrite { consumer: None, .. } => {
@@ -511,46 +513,31 @@ impl SketchRule for Tensorize {
     }
 
     fn apply(&self, stage: &Stage, target: &Target) -> Vec<Variant> {
-        let host = match (&self.into, &stage.fusible_consumer) {
-            (TensorizeInto::CacheWrite, _) => {
-                let mut variants = tensorize_variants(
-                    target,
-                    &stage.name,
-                    &stage.op,
-                    &Host::CacheWrite {
-                        layout: None,
-                        consumer: None,
-                    },
-                );
-                for (layout, op) in transposed_accumulators(&stage.op) {
-                    let host = Host::CacheWrite {
-                        layout: Some(layout),
-                        consumer: None,
-                    };
-                    variants.extend(tensorize_variants(target, &stage.name, &op, &host));
-                }
-                return variants;
-            }
-            (TensorizeInto::FusedConsumer, Some(consumer)) => consumer,
+        let consumer = match (&self.into, &stage.fusible_consumer) {
+            (TensorizeInto::CacheWrite, _) => None,
+            (TensorizeInto::FusedConsumer, Some(c)) => Some((c.name.as_str(), c.axes.clone())),
             (TensorizeInto::FusedConsumer, None) => return Vec::new(),
         };
-        let consumer = host;
-        let mut variants = tensorize_variants(
-            target,
-            &stage.name,
-            &stage.op,
-            &Host::Consumer {
-                name: &consumer.name,
-                axes: consumer.axes.clone(),
+        // In the stage's own layout: in a cache-write stage, or directly
+        // per tile of the consumer.
+        let direct = match &consumer {
+            None => Host::CacheWrite {
+                layout: None,
+                consumer: None,
             },
-        );
-        // A transposed accumulator copied out by the consumer itself.
+            Some((name, axes)) => Host::Consumer {
+                name,
+                axes: axes.clone(),
+            },
+        };
+        let mut variants = tensorize_variants(target, &stage.name, &stage.op, &direct);
+        // Channel-innermost: copied out by the copy stage, or by the consumer.
         for (layout, op) in transposed_accumulators(&stage.op) {
-            let fused = Host::CacheWrite {
+            let host = Host::CacheWrite {
                 layout: Some(layout),
-                consumer: Some((&consumer.name, consumer.axes.clone())),
+                consumer: consumer.clone(),
             };
-            variants.extend(tensorize_variants(target, &stage.name, &op, &fused));
+            variants.extend(tensorize_variants(target, &stage.name, &op, &host));
         }
         variants
     }
