@@ -93,6 +93,8 @@ enum Op {
 struct MicroKernelOp {
     /// Rows, columns, depth.
     counts: [Node; 3],
+    /// Nonzero: `C += A·B`; zero: `C = A·B`, C not read.
+    accumulate: Node,
     /// A, B, C: buffer, offset, row stride, column stride.
     operands: [(usize, Node, i64, i64); 3],
 }
@@ -193,6 +195,7 @@ fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
                     count(&call.counts[1])?,
                     count(&call.counts[2])?,
                 ],
+                accumulate: count(&call.accumulate)?,
                 operands: [operand(&call.a)?, operand(&call.b)?, operand(&call.c)?],
             }))
         }
@@ -295,7 +298,11 @@ impl Machine<'_> {
                 function,
             } => self.row_math_call(*buffer, *count, *function)?,
             Op::MicroKernelCall(op) => {
-                let MicroKernelOp { counts, operands } = op.as_ref();
+                let MicroKernelOp {
+                    counts,
+                    accumulate,
+                    operands,
+                } = op.as_ref();
                 let mut c = [0i64; 3];
                 for (slot, node) in c.iter_mut().zip(counts) {
                     *slot = eval(node, &self.env, &self.buffers)
@@ -303,7 +310,11 @@ impl Machine<'_> {
                         .as_i64()
                         .max(0);
                 }
-                self.micro_kernel_call(c[0], c[1], c[2], operands)?
+                let accumulate = eval(accumulate, &self.env, &self.buffers)
+                    .map_err(|f| self.fault(f, "load"))?
+                    .as_i64()
+                    != 0;
+                self.micro_kernel_call([c[0], c[1], c[2]], accumulate, operands)?
             }
             Op::PackCall(op) => {
                 let PackOp { counts, operands } = op.as_ref();
@@ -401,9 +412,8 @@ impl Machine<'_> {
     /// micro-kernel call, checked against the buffers' bounds first.
     fn micro_kernel_call(
         &mut self,
-        m: i64,
-        n: i64,
-        kc: i64,
+        [m, n, kc]: [i64; 3],
+        accumulate: bool,
         operands: &[(usize, Node, i64, i64); 3],
     ) -> Result<(), TirInterpError> {
         let base = self.operand_bases(operands, [(m, kc), (kc, n), (m, n)], 2)?;
@@ -417,7 +427,11 @@ impl Machine<'_> {
         for i in 0..m {
             for j in 0..n {
                 let at = base[2] + i * c_rs + j * c_cs;
-                let mut acc = read(&self.buffers, *c, at);
+                let mut acc = if accumulate {
+                    read(&self.buffers, *c, at)
+                } else {
+                    0.0
+                };
                 for k in 0..kc {
                     acc += read(&self.buffers, *a, base[0] + i * a_rs + k * a_cs)
                         * read(&self.buffers, *b, base[1] + k * b_rs + j * b_cs);

@@ -116,6 +116,12 @@ pub struct MicroKernelCall {
     pub b: MicroKernelOperand,
     /// The accumulator, `m × n`, contiguous along n.
     pub c: MicroKernelOperand,
+    /// An `i64` expression: nonzero where the call adds to C (`C += A·B`),
+    /// zero where it starts C from zero without reading it (`C = A·B`): the
+    /// sum of the reduction loops around the call when nothing else stands
+    /// between the tile's first call and its init (TVM's `reduce_init`),
+    /// else 1.
+    pub accumulate: Expr,
 }
 
 impl MicroKernelCall {
@@ -124,10 +130,12 @@ impl MicroKernelCall {
         [&self.a, &self.b, &self.c]
     }
 
-    /// Every expression of the call: the operands' offsets, then the counts.
+    /// Every expression of the call: the operands' offsets, the counts,
+    /// then `accumulate`.
     pub fn exprs(&self) -> Vec<&Expr> {
         let mut out: Vec<&Expr> = self.operands().iter().map(|o| &o.offset).collect();
         out.extend(self.counts.iter());
+        out.push(&self.accumulate);
         out
     }
 }

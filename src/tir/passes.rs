@@ -111,6 +111,7 @@ pub fn map_own_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
             for count in call.counts.iter_mut() {
                 *count = f(count);
             }
+            call.accumulate = f(&call.accumulate);
             Stmt::MicroKernelCall(call)
         }
         Stmt::PackCall(mut call) => {

@@ -91,9 +91,15 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
         Stmt::MicroKernelCall(call) => {
             let operand = |o: &super::ir::MicroKernelOperand| operand(f, o);
             let [m, n, kc] = &call.counts;
+            // `=` from zero, `+=` onto C, `(+)=` decided per call.
+            let (assign, when) = match call.accumulate.as_int() {
+                Some(0) => ("=", String::new()),
+                Some(_) => ("+=", String::new()),
+                None => ("(+)=", format!(" accumulate={}", call.accumulate)),
+            };
             writeln!(
                 out,
-                "{pad}{} += {} @ {}  // micro-kernel {} {}x{}x{} m={m} n={n} kc={kc}",
+                "{pad}{} {assign} {} @ {}  // micro-kernel {} {}x{}x{} m={m} n={n} kc={kc}{when}",
                 operand(&call.c),
                 operand(&call.a),
                 operand(&call.b),

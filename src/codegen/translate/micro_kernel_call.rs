@@ -43,7 +43,8 @@ impl FnTranslator<'_, '_, '_> {
         })
     }
 
-    /// `call.c += call.a · call.b` through the micro-kernel.
+    /// `call.c (+)= call.a · call.b` through the micro-kernel (adding to C
+    /// where `call.accumulate` is nonzero).
     pub fn micro_kernel_call(&mut self, call: &MicroKernelCall) -> Result<(), CodegenError> {
         let (symbol, kernel) = micro_kernel_symbol(&call.kernel).ok_or_else(|| {
             CodegenError::Unsupported(format!("no micro-kernel '{}'", call.kernel))
@@ -74,6 +75,8 @@ impl FnTranslator<'_, '_, '_> {
             let v = self.expr(count, false)?;
             counts.push(self.materialize(v, DType::I64));
         }
+        let accumulate = self.expr(&call.accumulate, false)?;
+        let accumulate = self.materialize(accumulate, DType::I64);
         let args = [
             counts[2],
             a,
@@ -85,7 +88,7 @@ impl FnTranslator<'_, '_, '_> {
             int(self, call.c.row_stride),
             counts[0],
             counts[1],
-            int(self, 1),
+            accumulate,
         ];
         let f = self
             .imports

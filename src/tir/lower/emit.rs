@@ -262,17 +262,30 @@ impl Lowering<'_> {
                 };
                 let mut all_pred = spatial_pred.clone();
                 all_pred.extend(reduce_pred);
-                let update = match block {
+                let (update, from_zero) = match block {
                     Some(start) => {
-                        let call = self.gemm_call(
+                        // Only reduction loops between the init and the
+                        // block: the tile's first call can start from zero.
+                        let between = &leaves[first_reduce..start];
+                        let reductions: Option<Vec<Var>> = between
+                            .iter()
+                            .all(|l| stage.iters[*l].kind == IterKind::Reduce)
+                            .then(|| {
+                                between
+                                    .iter()
+                                    .map(|l| self.layouts[index].leaf_vars[l].clone())
+                                    .collect()
+                            });
+                        let (call, from_zero) = self.gemm_call(
                             index,
                             &leaves[start..],
                             buffer,
                             &store_index,
                             &value,
                             all_pred,
+                            reductions.as_deref(),
                         )?;
-                        self.wrap_loops(index, &leaves[first_reduce..start], call)?
+                        (self.wrap_loops(index, between, call)?, from_zero)
                     }
                     None => {
                         let update = guarded(
@@ -283,22 +296,26 @@ impl Lowering<'_> {
                                 value: combined,
                             },
                         );
-                        self.wrap_loops(index, &leaves[first_reduce..], update)?
+                        (
+                            self.wrap_loops(index, &leaves[first_reduce..], update)?,
+                            false,
+                        )
                     }
                 };
-                let (init, init_vars) = self.emit_init(
-                    index,
-                    &leaves[first_reduce..],
-                    store_index,
-                    spatial_pred,
-                    r.op.identity_expr(stage.tensor.dtype()),
-                );
-                own_vars.extend(init_vars);
-                self.wrap_loops(
-                    index,
-                    &leaves[..first_reduce],
-                    Stmt::Seq(vec![init, update]),
-                )?
+                let body = if from_zero {
+                    update
+                } else {
+                    let (init, init_vars) = self.emit_init(
+                        index,
+                        &leaves[first_reduce..],
+                        store_index,
+                        spatial_pred,
+                        r.op.identity_expr(stage.tensor.dtype()),
+                    );
+                    own_vars.extend(init_vars);
+                    Stmt::Seq(vec![init, update])
+                };
+                self.wrap_loops(index, &leaves[..first_reduce], body)?
             }
         };
         if max_step > 0 {

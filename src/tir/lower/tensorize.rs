@@ -72,19 +72,19 @@ pub(super) fn block_counts<const N: usize>(
     vars: &[Var],
     predicates: Vec<Expr>,
 ) -> Result<(Vec<Expr>, Vec<Expr>), Expr> {
-    let uses_block = |e: &Expr| {
-        e.any(
-            &mut |x| matches!(x.kind(), ExprKind::Var(v) if vars.iter().any(|b| b.id() == v.id())),
-        )
-    };
     let (inside, outside): (Vec<Expr>, Vec<Expr>) =
-        predicates.into_iter().partition(|p| uses_block(p));
+        predicates.into_iter().partition(|p| reads_any(p, vars));
     let mut counts: Vec<Expr> = vars.iter().map(|v| Expr::i64(v.extent())).collect();
     for p in inside {
         let (v, limit) = upper_bound::<N>(&p, vars).ok_or(p)?;
         counts[v] = min(counts[v].clone(), max(limit, Expr::i64(0)));
     }
     Ok((counts, outside))
+}
+
+/// Whether `e` reads any of the loop variables `vars`.
+fn reads_any(e: &Expr, vars: &[Var]) -> bool {
+    e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if vars.iter().any(|b| b.id() == v.id())))
 }
 
 /// Which block loop plays which part.
@@ -115,7 +115,15 @@ impl Lowering<'_> {
     }
 
     /// The micro-kernel call replacing the block `block` of stage `index`,
-    /// whose update is `buffer[store_index] += value` under `predicates`.
+    /// whose update is `buffer[store_index] += value` under `predicates`,
+    /// and whether it starts its tile from zero (no init needed).
+    ///
+    /// `reductions`: the loops between the stage's init and the block,
+    /// when all of them are reduction loops. Then, unless a guard outside
+    /// the block reads them, the call adds to C only where one of them is
+    /// nonzero: the tile's first call (all zero) writes `C = A·B`, so the
+    /// init is not needed (TVM's `reduce_init`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn gemm_call(
         &self,
         index: usize,
@@ -124,7 +132,8 @@ impl Lowering<'_> {
         store_index: &[Expr],
         value: &Expr,
         predicates: Vec<Expr>,
-    ) -> Result<Stmt, LowerError> {
+        reductions: Option<&[Var]>,
+    ) -> Result<(Stmt, bool), LowerError> {
         let stage = &self.state.stages()[index];
         let err = |reason: String| self.tensorize_error(index, reason);
         let name = stage
@@ -232,6 +241,15 @@ impl Lowering<'_> {
                 row_stride: f.coefs[row],
                 col_stride: col.map_or(1, |c| f.coefs[c]),
             };
+        let accumulate = match reductions {
+            Some(loops) if !outside.iter().any(|p| reads_any(p, loops)) => loops
+                .iter()
+                .map(|v| v.expr())
+                .reduce(|a, b| a + b)
+                .or(Some(Expr::i64(0))),
+            _ => None,
+        };
+        let from_zero = accumulate.is_some();
         let call = MicroKernelCall {
             kernel: kernel.name.to_string(),
             m,
@@ -245,16 +263,18 @@ impl Lowering<'_> {
             a: operand(ab, af, roles.m, Some(roles.k)),
             b: operand(bb, bf, roles.k, None),
             c: operand(buffer, c, roles.m, None),
+            accumulate: accumulate.unwrap_or_else(|| Expr::i64(1)),
         };
         let stmt = Stmt::MicroKernelCall(Box::new(call));
-        Ok(match outside.into_iter().reduce(|a, b| a & b) {
+        let stmt = match outside.into_iter().reduce(|a, b| a & b) {
             Some(cond) => Stmt::IfThenElse {
                 cond,
                 then: Box::new(stmt),
                 otherwise: None,
             },
             None => stmt,
-        })
+        };
+        Ok((stmt, from_zero))
     }
 
     /// The m, n and k loops of the block from the output's access: n is the

@@ -143,6 +143,66 @@ fn tensorized_matmuls_with_random_tiles_around_each_kernel_match_the_reference()
     }
 }
 
+/// The micro-kernel call of `func` and how many plain stores it has.
+fn call_and_stores(func: &tir::PrimFunc) -> (tir::MicroKernelCall, usize) {
+    let (mut call, mut stores) = (None, 0);
+    func.body.visit(&mut |s| match s {
+        Stmt::MicroKernelCall(c) => call = Some((**c).clone()),
+        Stmt::Store { .. } => stores += 1,
+        _ => {}
+    });
+    (call.unwrap_or_else(|| panic!("no call in\n{func}")), stores)
+}
+
+#[test]
+fn a_tiles_first_call_starts_from_zero_unless_a_spatial_loop_or_a_guard_comes_between() {
+    let kernel = available()[0].name;
+    // 37 is no multiple of the k tile: the last call of each tile is short.
+    let dag = build("matmul", &[("M", 12), ("N", 20), ("K", 37)]);
+    let lowered = |steps: &[Step]| {
+        let state = State::replay(&dag, steps).unwrap_or_else(|e| panic!("{e}"));
+        tir::lower(&state).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let block = |order: &str, k_splits: &str| {
+        steps(&format!(
+            r#"[
+            {{"kind":"split","stage":"C","iter":"i0","factors":[4]}},
+            {{"kind":"split","stage":"C","iter":"i1","factors":[4]}},
+            {{"kind":"split","stage":"C","iter":"k","factors":[5]}},
+            {k_splits}
+            {{"kind":"reorder","stage":"C","order":[{order}]}},
+            {{"kind":"tensorize","stage":"C","iter":"k.1","intrinsic":"{kernel}"}}
+        ]"#
+        ))
+    };
+    // Only k.0 between the init and the block: no init, C = A·B where k.0 = 0.
+    let only_reductions = block(r#""i0.0","i1.0","k.0","k.1","i0.1","i1.1""#, "");
+    let func = lowered(&only_reductions);
+    let (call, stores) = call_and_stores(&func);
+    assert_eq!(stores, 0, "no init loop:\n{func}");
+    assert_eq!(call.accumulate.to_string(), "k.0", "\n{func}");
+    assert!(func.to_string().contains("(+)="), "{func}");
+    check_tensorized(&host(), "from zero", &dag, &only_reductions);
+    // A spatial loop between: every call adds to the initialised tile.
+    let spatial_between = block(r#""i0.0","k.0","i1.0","k.1","i0.1","i1.1""#, "");
+    let func = lowered(&spatial_between);
+    let (call, stores) = call_and_stores(&func);
+    assert_eq!(stores, 1, "the init is kept:\n{func}");
+    assert_eq!(call.accumulate.as_int(), Some(1), "\n{func}");
+    check_tensorized(&host(), "spatial loop between", &dag, &spatial_between);
+    // A guard on the outer reduction loops alone (k.0 split by 3, which
+    // does not divide its 8): the init is kept.
+    let guarded = block(
+        r#""i0.0","i1.0","k.0.0","k.0.1","k.1","i0.1","i1.1""#,
+        r#"{"kind":"split","stage":"C","iter":"k.0","factors":[3]},"#,
+    );
+    let func = lowered(&guarded);
+    let (call, stores) = call_and_stores(&func);
+    assert_eq!(stores, 1, "the init is kept:\n{func}");
+    assert_eq!(call.accumulate.as_int(), Some(1), "\n{func}");
+    check_tensorized(&host(), "guard on k.0", &dag, &guarded);
+}
+
 #[test]
 fn splits_that_do_not_divide_become_edge_tiles_of_the_kernel() {
     let mut rng = StdRng::seed_from_u64(9);
