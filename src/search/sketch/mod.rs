@@ -157,6 +157,9 @@ enum VariantKind {
     Tensorize {
         /// The micro-kernel's name.
         kernel: &'static str,
+        /// Whether its tiles are computed in the stage's own output (no
+        /// cache write, no copy out).
+        in_place: bool,
         /// Whether its tiles are accumulated with another output axis
         /// innermost and transposed on the way out.
         transposed_accumulator: bool,
@@ -200,11 +203,15 @@ impl fmt::Display for VariantKind {
             VariantKind::Tile => write!(f, "tile"),
             VariantKind::Tensorize {
                 kernel,
+                in_place,
                 transposed_accumulator,
                 a_panel,
                 packing,
             } => {
                 write!(f, "tensorize({kernel})")?;
+                if *in_place {
+                    write!(f, "+in_place")?;
+                }
                 if *transposed_accumulator {
                     write!(f, "+transposed_accumulator")?;
                 }

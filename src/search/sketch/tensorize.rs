@@ -1,8 +1,9 @@
 //! The tensorize rule: a GEMM-shaped reduction (`C[…, m, n] += A[…m…k…] ·
 //! B[…k…n…]`) gets sketches whose register tile is a micro-kernel call —
 //! the accumulator tile computed per (n block, m block) of the output (in a
-//! cache-write stage, per tile of a fused elementwise consumer, or in a
-//! cache-write stage whose copy out that consumer does), the
+//! cache-write stage, per tile of a fused elementwise consumer, in a
+//! cache-write stage whose copy out that consumer does, or in place in the
+//! output itself when no consumer hosts it), the
 //! block of its innermost loops `k.1 m n` tensorized, and the B operand
 //! packed into a panel per n block: optionally when B is contiguous along
 //! n, always (transposed) when it is not, as for `dense`'s `W[n, k]`.
@@ -191,6 +192,9 @@ fn fitting_kernels(target: &Target, m: i64, n: i64) -> Vec<(&'static MicroKernel
 
 /// Where the tensorized stage's tiles are computed.
 enum Host<'a> {
+    /// In the stage's own output, tile by tile: no local buffer and no copy
+    /// out (a stage no consumer hosts).
+    InPlace,
     /// In a cache-write stage `<stage>.local`, computed per tile of the
     /// stage; with `layout`, accumulated with the stage's dimensions in that
     /// order (another output axis innermost: the kernel's n) and transposed
@@ -239,7 +243,9 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
             (format!("{stage}.local"), stage.to_string(), stage_axes)
         }
         Host::Consumer { name, axes } => (stage.to_string(), name.to_string(), axes.clone()),
+        Host::InPlace => (stage.to_string(), stage.to_string(), stage_axes),
     };
+    let in_place = matches!(host, Host::InPlace);
     let position = |axis: &Var| op.axes.iter().position(|a| a.id() == axis.id());
     let host_name = |axis: &Var| position(axis).and_then(|p| host_axes.get(p)).cloned();
     let (Some(hm), Some(hn)) = (host_name(&g.m), host_name(&g.n)) else {
@@ -331,15 +337,17 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                     format!("{hn}.1"),
                 ]);
             }
-            steps.push(SketchStep::Fixed(Step::Reorder {
-                stage: host_stage.clone(),
-                order,
-            }));
-            steps.push(SketchStep::Fixed(Step::ComputeAt {
-                stage: computed.clone(),
-                target: host_stage.clone(),
-                iter: format!("{hm}.0"),
-            }));
+            if !in_place {
+                steps.push(SketchStep::Fixed(Step::Reorder {
+                    stage: host_stage.clone(),
+                    order,
+                }));
+                steps.push(SketchStep::Fixed(Step::ComputeAt {
+                    stage: computed.clone(),
+                    target: host_stage.clone(),
+                    iter: format!("{hm}.0"),
+                }));
+            }
             steps.push(SketchStep::Tile {
                 stage: computed.clone(),
                 iter: k.clone(),
@@ -347,8 +355,16 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                 parts: 1,
                 role: TileRole::KernelDepth,
             });
-            // The computed stage: every other loop outside the block k.1 m n.
-            let mut local_order = outside(&stage_names);
+            // The computed stage: every other loop outside the block k.1 m n
+            // (in place: inside the tile loops, the block the tile's own).
+            let mut local_order = if in_place {
+                outside(&stage_names)
+                    .into_iter()
+                    .chain([format!("{n}.0"), format!("{m}.0")])
+                    .collect()
+            } else {
+                outside(&stage_names)
+            };
             if let Some(r) = op.reduction() {
                 local_order.extend(
                     r.axes
@@ -357,7 +373,12 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                         .map(|a| a.name().to_string()),
                 );
             }
-            local_order.extend([format!("{k}.0"), format!("{k}.1"), m.clone(), n.clone()]);
+            local_order.extend([format!("{k}.0"), format!("{k}.1")]);
+            if in_place {
+                local_order.extend([format!("{m}.1"), format!("{n}.1")]);
+            } else {
+                local_order.extend([m.clone(), n.clone()]);
+            }
             steps.push(SketchStep::Fixed(Step::Reorder {
                 stage: computed.clone(),
                 order: local_order,
@@ -367,7 +388,9 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                 iter: format!("{k}.1"),
                 kernel: kernel.name.to_string(),
             }));
-            let mut sites = vec![site(&host_stage, true, true, false)];
+            // In place, the host's innermost loop is the block's n: not
+            // for annotation to vectorize.
+            let mut sites = vec![site(&host_stage, true, !in_place, false)];
             let packed = match pack {
                 PackHow::None => None,
                 PackHow::Copy | PackHow::Transposed => {
@@ -412,6 +435,7 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                 stage: stage.to_string(),
                 kind: VariantKind::Tensorize {
                     kernel: kernel.name,
+                    in_place,
                     transposed_accumulator: transposed,
                     a_panel,
                     packing,
@@ -531,6 +555,15 @@ impl SketchRule for Tensorize {
             },
         };
         let mut variants = tensorize_variants(target, &stage.name, &stage.op, &direct);
+        // A stage no consumer hosts: also in its own output, without a copy.
+        if consumer.is_none() && stage.fusible_consumer.is_none() {
+            variants.extend(tensorize_variants(
+                target,
+                &stage.name,
+                &stage.op,
+                &Host::InPlace,
+            ));
+        }
         // Channel-innermost: copied out by the copy stage, or by the consumer.
         for (layout, op) in transposed_accumulators(&stage.op) {
             let host = Host::CacheWrite {

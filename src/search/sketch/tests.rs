@@ -224,6 +224,7 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
     };
     let packed = |how| VariantKind::Tensorize {
         kernel: "avx2_6x16",
+        in_place: false,
         transposed_accumulator: false,
         a_panel: false,
         packing: Some(Packing {
@@ -241,12 +242,21 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
         VariantKind::Tile,
         VariantKind::Tensorize {
             kernel: "avx2_6x16",
+            in_place: false,
             transposed_accumulator: false,
             a_panel: false,
             packing: None,
         },
         VariantKind::Tensorize {
             kernel: "avx2_6x16",
+            in_place: true,
+            transposed_accumulator: false,
+            a_panel: false,
+            packing: None,
+        },
+        VariantKind::Tensorize {
+            kernel: "avx2_6x16",
+            in_place: false,
             transposed_accumulator: true,
             a_panel: true,
             packing: None,
@@ -269,6 +279,7 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
             "C:tile+cache_write+pack(A)",
             "C:tile",
             "C:tensorize(avx2_6x16)",
+            "C:tensorize(avx2_6x16)+in_place",
             "C:tensorize(avx2_6x16)+transposed_accumulator+a_panel",
             "C:tensorize(avx2_6x16)+pack(B)",
             "C:tensorize(avx2_6x16)+pack_transposed(B)",
@@ -345,10 +356,30 @@ fn gemm_shaped_stages_get_tensorized_sketches_with_and_without_packing() {
     }
     assert!(tensorized.iter().any(|s| s.name.ends_with("+pack(B)")));
     assert!(tensorized.iter().any(|s| !s.name.contains("+pack")));
+    // In place: C's own loops, its block k.1 i0.1 i1.1 innermost; no
+    // cache write, no copy out.
+    assert!(tensorized.iter().any(|s| s.name.contains("+in_place")));
     for sketch in &tensorized {
         let steps = fixed(sketch);
-        assert!(steps.iter().any(|s| matches!(s,
-            Step::Tensorize { stage, iter, .. } if stage == "C.local" && iter == "k.1")));
+        let in_place = sketch.name.contains("+in_place");
+        let computed = if in_place { "C" } else { "C.local" };
+        assert!(
+            steps.iter().any(|s| matches!(s,
+            Step::Tensorize { stage, iter, .. } if stage == computed && iter == "k.1")),
+            "{}",
+            sketch.name
+        );
+        let cache_write = steps.iter().any(|s| matches!(s, Step::CacheWrite { .. }));
+        assert_eq!(cache_write, !in_place, "{}", sketch.name);
+        if in_place {
+            assert!(
+                steps.iter().any(|s| matches!(s,
+                Step::Reorder { stage, order } if stage == "C"
+                    && order.ends_with(&["k.0".into(), "k.1".into(), "i0.1".into(), "i1.1".into()]))),
+                "{}",
+                sketch.name
+            );
+        }
     }
     // B stored transposed is not contiguous along n: always packed, transposed.
     let nt = sketches_of("matmul_nt", "M=64,N=64,K=64");
