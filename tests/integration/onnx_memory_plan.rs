@@ -85,11 +85,19 @@ fn squeezenet_computes_the_same_with_the_memory_plan_as_without() {
     let plan = planned.memory_plan().clone();
     eprintln!("squeezenet: {plan}");
     assert!(!plan.in_place.is_empty(), "squeezenet's ReLUs run in place");
-    // Every node output kept to the end: no two tensors share bytes.
-    let every: Vec<String> = graph.nodes.iter().flat_map(|n| n.outputs.clone()).collect();
-    let mut apart = model
+    // The same graph after the passes, every node output kept to the end:
+    // no two tensors share bytes (the tensors the passes make, like a
+    // pointwise convolution's product before its bias, included).
+    let (optimized, _) = model.optimized().expect("the passes run");
+    let every: Vec<String> = optimized
+        .nodes
+        .iter()
+        .flat_map(|n| n.outputs.clone())
+        .collect();
+    let mut apart = Model::from_graph(optimized)
         .compile(&CompileOptions {
             keep: every,
+            passes: false,
             ..CompileOptions::default()
         })
         .expect("compiles");

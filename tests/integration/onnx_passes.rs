@@ -147,8 +147,16 @@ fn onnx_passes_on_real_models() {
     assert_eq!(count(resnet.graph(), "BatchNormalization"), 53);
     let (optimized, reports) = resnet.optimized().unwrap();
     assert_eq!(count(&optimized, "BatchNormalization"), 0, "{reports:#?}");
-    assert_eq!(count(&optimized, "Conv"), 53);
     assert!(reports[1].summary.contains("folded 53 BatchNormalizations"));
+    // The 33 pointwise convolutions (1×1, stride 1) become matrix products,
+    // 16 ReLUs and 16 residual Sum + ReLU pairs with them; the 7×7 stem,
+    // the 16 3×3 and the 3 strided 1×1 projections stay convolutions.
+    assert_eq!(count(&optimized, "Conv"), 20);
+    assert_eq!(count(&optimized, "MatMul"), 33);
+    assert_eq!(
+        reports[2].summary,
+        "rewrote 33 pointwise convolutions as matrix products (48 elementwise followers moved)"
+    );
     // ShuffleNet (BN folding, shared constants) runs the same with and
     // without the passes.
     let shufflenet = Model::load(light.join("light_shufflenet.onnx")).unwrap();

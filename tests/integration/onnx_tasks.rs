@@ -60,10 +60,14 @@ fn the_tasks_of_resnet50_and_the_bert_layer_are_stable() {
             57.0,
             &[
                 ("avg_pool2d", 1, 1.0),
-                ("conv2d_bias", 4, 4.0),
-                ("conv2d_bias+Relu", 16, 33.0),
-                ("conv2d_bias+Sum+Relu", 4, 16.0),
+                // The stem, the 3×3s and the strided 1×1 projections.
+                ("conv2d_bias", 3, 3.0),
+                ("conv2d_bias+Relu", 8, 17.0),
                 ("dense_bias", 1, 1.0),
+                // The pointwise convolutions, as matrix products.
+                ("matmul+Add", 1, 1.0),
+                ("matmul+Add+Relu", 8, 16.0),
+                ("matmul+Add+Sum+Relu", 4, 16.0),
                 ("max_pool2d", 1, 1.0),
                 ("softmax", 1, 1.0),
             ][..],
@@ -144,11 +148,17 @@ fn a_task_tuned_in_one_model_is_tuned_in_another_that_contains_it() {
     let large_tasks = tasks_of(&large);
     assert_eq!(small_tasks.tasks.len(), 1);
     let shared = &small_tasks.tasks[0].task;
-    assert_eq!(shared.family(), "conv2d_bias+Relu");
+    // The pointwise convolution runs as a matrix product: weight [4, 3]
+    // times the input viewed as [3, 36], plus the bias, then the ReLU.
+    assert_eq!(shared.family(), "matmul+Add+Relu");
     // The weight and bias are the model's constants: candidates are
-    // measured with them laid out ahead of time; the data is an input.
+    // measured with them laid out ahead of time; the data (the product's
+    // right operand) is an input.
     let inputs: Vec<&str> = shared.dag().inputs().iter().map(|t| t.name()).collect();
-    let mut constants = inputs[1..].to_vec();
+    let [weight, _data, bias] = inputs.as_slice() else {
+        panic!("the weight, the data and the bias; the inputs are {inputs:?}");
+    };
+    let mut constants = vec![*weight, *bias];
     constants.sort_unstable();
     assert_eq!(shared.constants(), constants, "the inputs are {inputs:?}");
     let plain = small_tasks.clone().without_constants();
@@ -196,7 +206,7 @@ fn a_task_tuned_in_one_model_is_tuned_in_another_that_contains_it() {
         .find(|(name, _, _)| name.starts_with("conv+"))
         .expect("the conv group");
     assert!(
-        matches!(source, NodeSource::Tuned(from) if from.contains("conv2d_bias+Relu")),
+        matches!(source, NodeSource::Tuned(from) if from.contains("matmul+Add+Relu")),
         "{source}"
     );
     // The rest of the larger model was never tuned.

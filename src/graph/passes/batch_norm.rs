@@ -10,6 +10,8 @@ use crate::graph::error::GraphError;
 use crate::graph::ir::{BinaryOp, Graph, Node, Op, TensorInfo};
 use crate::te::HostTensor;
 
+use super::broadcast::broadcasts_per_channel;
+
 /// A per-output-channel affine map `y·scale + shift`.
 struct Affine {
     scale: Vec<f64>,
@@ -172,21 +174,10 @@ fn affine_of(graph: &Graph, reader: &Node, y: &str, channels: usize) -> Option<(
 /// broadcasts against `y` as one value, or one value a channel.
 fn per_channel(graph: &Graph, name: &str, y: &str, channels: usize) -> Option<Vec<f64>> {
     let values = graph.constant(name)?.as_f32()?;
-    let shape = graph.shape(name);
-    let rank = graph.shape(y).len();
     if values.len() == 1 {
         return Some(vec![f64::from(values[0]); channels]);
     }
-    // Right-aligned against y: every dimension 1 except y's axis 1 = channels.
-    let offset = rank.checked_sub(shape.len())?;
-    let fits = shape.iter().enumerate().all(|(d, &extent)| {
-        if offset + d == 1 {
-            extent == channels
-        } else {
-            extent == 1
-        }
-    });
-    if !fits || offset > 1 {
+    if !broadcasts_per_channel(graph.shape(name), graph.shape(y)) || values.len() != channels {
         return None;
     }
     Some(values.iter().map(|&v| f64::from(v)).collect())

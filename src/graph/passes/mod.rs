@@ -2,7 +2,8 @@
 //! before lowering (like Halide's lowering passes or TVM's pass list).
 //!
 //! ```text
-//! fold_constants ─► fold_batch_norm ─► recognise_layer_norm ─► eliminate_common_subexpressions
+//! fold_constants ─► fold_batch_norm ─► pointwise_convolutions_as_matmuls
+//!                ─► recognise_layer_norm ─► eliminate_common_subexpressions
 //!                ─► eliminate_dead_nodes
 //! ```
 //!
@@ -13,12 +14,14 @@
 //! pass by [`check_graph`].
 
 mod batch_norm;
+mod broadcast;
 mod common_subexpressions;
 mod constants;
 mod dead_nodes;
 mod host_eval;
 mod invariants;
 mod layer_norm;
+mod pointwise_conv;
 
 #[cfg(test)]
 pub(crate) mod test_support;
@@ -113,6 +116,11 @@ pub const PASSES: &[Pass] = &[
         name: "fold_batch_norm",
         description: "folds a BatchNormalization (or a per-channel Mul/Add) into the weights and bias of the convolution it follows",
         rewrite: batch_norm::fold_batch_norm,
+    },
+    Pass {
+        name: "pointwise_convolutions_as_matmuls",
+        description: "rewrites a 1×1 convolution (stride 1, no padding, batch 1, constant weight) as a MatMul on the input viewed as [C, H·W], with the elementwise nodes only its result feeds",
+        rewrite: pointwise_conv::pointwise_convolutions_as_matmuls,
     },
     Pass {
         name: "recognise_layer_norm",
