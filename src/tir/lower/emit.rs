@@ -264,18 +264,14 @@ impl Lowering<'_> {
                 all_pred.extend(reduce_pred);
                 let (update, from_zero) = match block {
                     Some(start) => {
-                        // Only reduction loops between the init and the
-                        // block: the tile's first call can start from zero.
+                        // The reduction loops between the init and the
+                        // block: a tile's first call is where all are 0.
                         let between = &leaves[first_reduce..start];
-                        let reductions: Option<Vec<Var>> = between
+                        let reductions: Vec<Var> = between
                             .iter()
-                            .all(|l| stage.iters[*l].kind == IterKind::Reduce)
-                            .then(|| {
-                                between
-                                    .iter()
-                                    .map(|l| self.layouts[index].leaf_vars[l].clone())
-                                    .collect()
-                            });
+                            .filter(|l| stage.iters[**l].kind == IterKind::Reduce)
+                            .map(|l| self.layouts[index].leaf_vars[l].clone())
+                            .collect();
                         let (call, from_zero) = self.gemm_call(
                             index,
                             &leaves[start..],
@@ -283,7 +279,7 @@ impl Lowering<'_> {
                             &store_index,
                             &value,
                             all_pred,
-                            reductions.as_deref(),
+                            &reductions,
                         )?;
                         (self.wrap_loops(index, between, call)?, from_zero)
                     }

@@ -118,11 +118,12 @@ impl Lowering<'_> {
     /// whose update is `buffer[store_index] += value` under `predicates`,
     /// and whether it starts its tile from zero (no init needed).
     ///
-    /// `reductions`: the loops between the stage's init and the block,
-    /// when all of them are reduction loops. Then, unless a guard outside
-    /// the block reads them, the call adds to C only where one of them is
-    /// nonzero: the tile's first call (all zero) writes `C = A·B`, so the
-    /// init is not needed (TVM's `reduce_init`).
+    /// `reductions`: the reduction loops between the stage's init and the
+    /// block. Unless a guard outside the block reads them, the call adds to
+    /// C only where one of them is nonzero: every tile meets them in
+    /// lexicographic order from all zero (spatial loops between only pick
+    /// the tile), so its first call writes `C = A·B` and the init is not
+    /// needed (TVM's `reduce_init`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn gemm_call(
         &self,
@@ -132,7 +133,7 @@ impl Lowering<'_> {
         store_index: &[Expr],
         value: &Expr,
         predicates: Vec<Expr>,
-        reductions: Option<&[Var]>,
+        reductions: &[Var],
     ) -> Result<(Stmt, bool), LowerError> {
         let stage = &self.state.stages()[index];
         let err = |reason: String| self.tensorize_error(index, reason);
@@ -241,14 +242,13 @@ impl Lowering<'_> {
                 row_stride: f.coefs[row],
                 col_stride: col.map_or(1, |c| f.coefs[c]),
             };
-        let accumulate = match reductions {
-            Some(loops) if !outside.iter().any(|p| reads_any(p, loops)) => loops
+        let accumulate = (!outside.iter().any(|p| reads_any(p, reductions))).then(|| {
+            reductions
                 .iter()
                 .map(|v| v.expr())
                 .reduce(|a, b| a + b)
-                .or(Some(Expr::i64(0))),
-            _ => None,
-        };
+                .unwrap_or_else(|| Expr::i64(0))
+        });
         let from_zero = accumulate.is_some();
         let call = MicroKernelCall {
             kernel: kernel.name.to_string(),
