@@ -11,6 +11,7 @@ use crate::graph::ir::{BinaryOp, Graph, Node, Op, TensorInfo};
 use crate::te::HostTensor;
 
 use super::broadcast::broadcasts_per_channel;
+use super::names::FreshNames;
 
 /// A per-output-channel affine map `y·scale + shift`.
 struct Affine {
@@ -89,8 +90,9 @@ fn fold_reader_of(graph: &mut Graph, conv: usize) -> Option<Folded> {
         .map(|k| (bias[k] * affine.scale[k] + affine.shift[k]) as f32)
         .collect();
     let weight_shape = graph.shape(&node.inputs[1]).to_vec();
-    let weight_name = fresh_name(graph, &format!("{}.folded_weight", node.name));
-    let bias_name = fresh_name(graph, &format!("{}.folded_bias", node.name));
+    let mut names = FreshNames::new(graph);
+    let weight_name = names.tensor(&format!("{}.folded_weight", node.name));
+    let bias_name = names.tensor(&format!("{}.folded_bias", node.name));
     let weight_value = HostTensor::from_f32(&weight_shape, new_weight).ok()?;
     let bias_value = HostTensor::from_f32(&[channels], new_bias).ok()?;
     let reader = graph.nodes.remove(*reader);
@@ -181,17 +183,6 @@ fn per_channel(graph: &Graph, name: &str, y: &str, channels: usize) -> Option<Ve
         return None;
     }
     Some(values.iter().map(|&v| f64::from(v)).collect())
-}
-
-/// `base`, or `base.1`, `base.2`, … : the first name no tensor has.
-fn fresh_name(graph: &Graph, base: &str) -> String {
-    let mut name = base.to_string();
-    let mut n = 0;
-    while graph.tensors.contains_key(&name) {
-        n += 1;
-        name = format!("{base}.{n}");
-    }
-    name
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod dead_nodes;
 mod host_eval;
 mod invariants;
 mod layer_norm;
+mod names;
 mod pointwise_conv;
 
 #[cfg(test)]

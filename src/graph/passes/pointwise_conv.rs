@@ -19,13 +19,14 @@
 //! whose micro-kernel runs along the whole feature map, instead of a
 //! convolution's along one output row, and the tuned GEMM path applies.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::graph::error::GraphError;
 use crate::graph::ir::{BinaryOp, Graph, Node, Op, TensorInfo};
 use crate::te::HostTensor;
 
 use super::broadcast::broadcasts_per_channel;
+use super::names::FreshNames;
 
 /// Rewrites every pointwise convolution of `graph` (and the elementwise
 /// nodes only its result feeds) as a matrix product.
@@ -84,42 +85,6 @@ impl Rewrite {
                 .insert(name.clone(), TensorInfo::f32(value.shape()));
             graph.constants.insert(name, value);
         }
-    }
-}
-
-/// Fresh tensor and node names: none that the graph has or that this
-/// rewrite already took.
-struct Names {
-    tensors: BTreeSet<String>,
-    nodes: BTreeSet<String>,
-}
-
-impl Names {
-    fn new(graph: &Graph) -> Names {
-        Names {
-            tensors: graph.tensors.keys().cloned().collect(),
-            nodes: graph.nodes.iter().map(|n| n.name.clone()).collect(),
-        }
-    }
-
-    /// `base`, or `base.1`, `base.2`, …: the first name not in `taken`, now taken.
-    fn fresh(taken: &mut BTreeSet<String>, base: &str) -> String {
-        let mut name = base.to_string();
-        let mut n = 0;
-        while taken.contains(&name) {
-            n += 1;
-            name = format!("{base}.{n}");
-        }
-        taken.insert(name.clone());
-        name
-    }
-
-    fn tensor(&mut self, base: &str) -> String {
-        Names::fresh(&mut self.tensors, base)
-    }
-
-    fn node(&mut self, base: &str) -> String {
-        Names::fresh(&mut self.nodes, base)
     }
 }
 
@@ -198,10 +163,10 @@ fn plan(graph: &Graph, conv: usize) -> Option<Rewrite> {
     let hw: usize = x_spatial.iter().product();
     let view = [k, hw];
 
-    let mut names = Names::new(graph);
+    let mut names = FreshNames::new(graph);
     let mut constants = Vec::new();
     let mut tensors = Vec::new();
-    let new_constant = |names: &mut Names,
+    let new_constant = |names: &mut FreshNames,
                         constants: &mut Vec<(String, HostTensor)>,
                         base: &str,
                         value: &HostTensor,

@@ -321,23 +321,24 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                     ..
                 }
             );
-            let mut order = if transposed {
-                vec![format!("{hn}.0")]
-            } else {
-                Vec::new()
-            };
-            order.extend(outside(&host_axes));
-            if transposed {
-                order.extend([format!("{hm}.0"), format!("{hn}.1"), format!("{hm}.1")]);
-            } else {
-                order.extend([
-                    format!("{hn}.0"),
-                    format!("{hm}.0"),
-                    format!("{hm}.1"),
-                    format!("{hn}.1"),
-                ]);
-            }
+            // In place, the stage is its own host: no loops to order there.
             if !in_place {
+                let mut order = if transposed {
+                    vec![format!("{hn}.0")]
+                } else {
+                    Vec::new()
+                };
+                order.extend(outside(&host_axes));
+                if transposed {
+                    order.extend([format!("{hm}.0"), format!("{hn}.1"), format!("{hm}.1")]);
+                } else {
+                    order.extend([
+                        format!("{hn}.0"),
+                        format!("{hm}.0"),
+                        format!("{hm}.1"),
+                        format!("{hn}.1"),
+                    ]);
+                }
                 steps.push(SketchStep::Fixed(Step::Reorder {
                     stage: host_stage.clone(),
                     order,
@@ -356,15 +357,17 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                 role: TileRole::KernelDepth,
             });
             // The computed stage: every other loop outside the block k.1 m n
-            // (in place: inside the tile loops, the block the tile's own).
-            let mut local_order = if in_place {
-                outside(&stage_names)
-                    .into_iter()
-                    .chain([format!("{n}.0"), format!("{m}.0")])
-                    .collect()
+            // (in place: inside its own tile loops, the block the tile's).
+            let (tile_loops, block) = if in_place {
+                (
+                    vec![format!("{n}.0"), format!("{m}.0")],
+                    [format!("{m}.1"), format!("{n}.1")],
+                )
             } else {
-                outside(&stage_names)
+                (Vec::new(), [m.clone(), n.clone()])
             };
+            let mut local_order = outside(&stage_names);
+            local_order.extend(tile_loops);
             if let Some(r) = op.reduction() {
                 local_order.extend(
                     r.axes
@@ -374,11 +377,7 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                 );
             }
             local_order.extend([format!("{k}.0"), format!("{k}.1")]);
-            if in_place {
-                local_order.extend([format!("{m}.1"), format!("{n}.1")]);
-            } else {
-                local_order.extend([m.clone(), n.clone()]);
-            }
+            local_order.extend(block);
             steps.push(SketchStep::Fixed(Step::Reorder {
                 stage: computed.clone(),
                 order: local_order,
