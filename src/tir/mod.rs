@@ -1,6 +1,7 @@
 //! The loop-nest IR: lowering from schedules as a list of named passes,
 //! simplification (egg), a printer and an interpreter.
 
+mod coalesce;
 mod constant_copies;
 pub mod interp;
 mod ir;
@@ -10,6 +11,7 @@ pub mod passes;
 mod printer;
 pub mod simplify;
 
+pub use coalesce::coalesce_kernel_reductions;
 pub use constant_copies::{
     ConstantCopyError, HoistedConstants, HoistedCopy, hoist_constant_copies, hoist_constant_copy,
 };

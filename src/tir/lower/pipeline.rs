@@ -114,6 +114,11 @@ pub const LOWERING_PASSES: &[Pass] = &[
         "conditionals with a constant condition replaced by the branch taken",
         passes::remove_decided_branches,
     ),
+    Pass::body(
+        "coalesce_kernel_reductions",
+        "serial loops that only step a micro-kernel call one block along its reduction merged into the call (one call over the whole window of an im2col panel)",
+        super::super::coalesce_kernel_reductions,
+    ),
 ];
 
 /// The function after one pass.
@@ -201,6 +206,7 @@ mod tests {
                 "simplify",
                 "partition_loops",
                 "remove_decided_branches",
+                "coalesce_kernel_reductions",
             ]
         );
         let simplifying: Vec<&str> = LOWERING_PASSES
@@ -214,7 +220,8 @@ mod tests {
                 "remove_unit_loops",
                 "simplify",
                 "partition_loops",
-                "remove_decided_branches"
+                "remove_decided_branches",
+                "coalesce_kernel_reductions"
             ]
         );
     }
