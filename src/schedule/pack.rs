@@ -42,6 +42,19 @@ impl State {
         if !is_copy {
             return Err("the stage is not a plain copy of one tensor (a cache_read stage)".into());
         }
+        let inlined_source = s.compute.as_ref().and_then(|c| match c.body.kind() {
+            ExprKind::Read(t, _) => self
+                .stage_index(t.name())
+                .filter(|&i| self.stages[i].compute_at == ComputeAt::Inline),
+            _ => None,
+        });
+        if let Some(source) = inlined_source {
+            return Err(format!(
+                "the copy reads stage '{}', which is inlined into it (its expression, not a \
+                 tensor read, is what the copy stores); compute it at the root instead",
+                self.stages[source].name
+            ));
+        }
         if s.tensor.dtype() != DType::F32 {
             return Err(format!(
                 "the packing routines copy f32, the stage is {}",

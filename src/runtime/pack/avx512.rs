@@ -1,7 +1,7 @@
 //! The AVX-512F packing routine (16 f32 lanes): 512-bit row copies with a
 //! masked tail, the AVX2 8×8 in-register transposes, and deinterleaving
 //! for column strides 2 to 4 (`vpermps` of each loaded vector under a
-//! lane mask).
+//! lane mask; a row's last columns under load and store masks).
 
 use std::arch::x86_64::{
     __m512i, __mmask16, _mm512_loadu_epi32, _mm512_loadu_ps, _mm512_mask_permutexvar_ps,
@@ -29,6 +29,7 @@ pack_routine! {
     row: row,
     transpose: transpose8,
     strided: strided,
+    strided_tail: strided_tail,
 }
 
 /// Copies `n` contiguous elements, 64 then 16 at a time, the rest under a
@@ -103,5 +104,43 @@ unsafe fn strided(src: *const f32, s: isize, dst: *mut f32) {
             out = _mm512_mask_permutexvar_ps(out, mask, index, v);
         }
         _mm512_storeu_ps(dst, out);
+    }
+}
+
+/// `dst[j] = src[j*s]` for `j < n ≤ 16`, `s` in 2..=4, reading only
+/// `src[0 ..= (n-1)·s]`: the loads of [`strided`] under masks of the
+/// elements in reach, the store under the mask of `n` lanes.
+///
+/// # Safety
+///
+/// AVX-512F is available; `src[0 ..= (n-1)·s]` is readable, `dst[0..n]`
+/// writable.
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+unsafe fn strided_tail(src: *const f32, s: isize, dst: *mut f32, n: isize) {
+    let n = n.clamp(0, 16) as usize;
+    if n == 0 {
+        return;
+    }
+    let s = s.clamp(2, 4) as usize;
+    let (permutation, masks) = &TABLES[s - 2];
+    let reach = (n - 1) * s + 1;
+    let in_reach = |q: usize| -> __mmask16 {
+        let left = reach.saturating_sub(16 * q).min(16);
+        ((1u32 << left) - 1) as __mmask16
+    };
+    // SAFETY: every load is masked to elements below `reach`, the store to
+    // the first n lanes; the table is 16 i32.
+    unsafe {
+        let index: __m512i = _mm512_loadu_epi32(permutation.as_ptr());
+        let mut out = _mm512_permutexvar_ps(index, _mm512_maskz_loadu_ps(in_reach(0), src));
+        for (q, &mask) in masks.iter().enumerate().take(s).skip(1) {
+            if 16 * q >= reach {
+                break;
+            }
+            let v = _mm512_maskz_loadu_ps(in_reach(q), src.add(16 * q));
+            out = _mm512_mask_permutexvar_ps(out, mask, index, v);
+        }
+        _mm512_mask_storeu_ps(dst, ((1u32 << n) - 1) as __mmask16, out);
     }
 }

@@ -48,6 +48,9 @@ pub(super) fn strided_columns(cols: isize, s: isize, lanes: isize) -> isize {
 ///   `dst[i*dst_rs + j] = src[i + j*src_cs]`.
 /// - `$strided(src, s, dst)`: `$lanes` elements `dst[j] = src[j*s]` for
 ///   `s` in 2..=4, reading exactly `src[0 .. s·$lanes]`.
+/// - `$strided_tail(src, s, dst, n)` (optional): the same for the first
+///   `n ≤ $lanes` elements, reading only `src[0 ..= (n-1)·s]` (masked
+///   loads); without it a strided row's last columns are copied one by one.
 macro_rules! pack_routine {
     (
         name: $name:ident,
@@ -56,7 +59,8 @@ macro_rules! pack_routine {
         block: $block:expr,
         row: $row:path,
         transpose: $transpose:path,
-        strided: $strided:path $(,)?
+        strided: $strided:path
+        $(, strided_tail: $strided_tail:path)? $(,)?
     ) => {
         /// The packing routine of this instruction set; see
         /// [`super::PackFn`] for the contract.
@@ -119,13 +123,20 @@ macro_rules! pack_routine {
                     scalar(src, src_rs, src_cs, dst, dst_rs, full_r..rows, 0..cols);
                 } else if (2..=4).contains(&src_cs) {
                     let vector = strided_columns(cols, src_cs, L);
+                    #[allow(unused_mut)]
+                    let mut copied = vector;
                     for r in 0..rows {
                         let (s, d) = (src.offset(r * src_rs), dst.offset(r * dst_rs));
                         for c in (0..vector).step_by(L as usize) {
                             $strided(s.offset(c * src_cs), src_cs, d.offset(c));
                         }
+                        $(
+                            // The rest is at most one group (see strided_columns).
+                            $strided_tail(s.offset(vector * src_cs), src_cs, d.offset(vector), cols - vector);
+                            copied = cols;
+                        )?
                     }
-                    scalar(src, src_rs, src_cs, dst, dst_rs, 0..rows, vector..cols);
+                    scalar(src, src_rs, src_cs, dst, dst_rs, 0..rows, copied..cols);
                 } else {
                     scalar(src, src_rs, src_cs, dst, dst_rs, 0..rows, 0..cols);
                 }

@@ -1,9 +1,11 @@
 //! The pack step: a packing copy (`cache_read` panel) whose two innermost
 //! loops become one call of a `runtime::pack` routine, checked through the
 //! IR interpreter and the JIT against the reference on tensorized matmul
-//! (plain panel) and dense (transposing panel), random sizes with edges;
-//! typed errors for loops that are no copy; deployment records the ISA and
-//! falls back where it is capped away; AOT refuses it.
+//! (plain panel) and dense (transposing panel), random sizes with edges,
+//! and on a convolution's window panel (gathered by a routine, read by one
+//! call over the whole window); typed errors for loops that are no copy;
+//! deployment records the ISA and falls back where it is capped away; AOT
+//! refuses it.
 
 use super::*;
 
@@ -121,6 +123,73 @@ fn packed_panels_of_tensorized_matmul_and_dense_match_the_reference_for_every_is
     }
 }
 
+/// A small-channel strided convolution (a network's stem) as an im2col
+/// GEMM: its padded input gathered per output row and column block into a
+/// `[rc, rr, rs, column]` panel by the routine of `isa`, the block
+/// tensorized at `rs`.
+fn window_panel_steps(m_t: i64, n_t: i64, kernel: &str, isa: Isa) -> Vec<Step> {
+    let isa = isa.name();
+    steps(&format!(
+        r#"[
+        {{"kind":"split","stage":"conv2d_bias","iter":"i1","factors":[{m_t}]}},
+        {{"kind":"split","stage":"conv2d_bias","iter":"i3","factors":[{n_t}]}},
+        {{"kind":"reorder","stage":"conv2d_bias","order":["i0","i2","i3.0","i1.0","i1.1","i3.1"]}},
+        {{"kind":"compute_at","stage":"conv2d","target":"conv2d_bias","iter":"i1.0"}},
+        {{"kind":"reorder","stage":"conv2d","order":["i0","i2","rc","rr","rs","i1","i3"]}},
+        {{"kind":"tensorize","stage":"conv2d","iter":"rs","intrinsic":"{kernel}"}},
+        {{"kind":"pack_panel","stage":"pad","reader":"conv2d","axes":["i0","i2","rc","rr","rs","i3"]}},
+        {{"kind":"compute_at","stage":"pad.panel","target":"conv2d_bias","iter":"i3.0"}},
+        {{"kind":"pack","stage":"pad.panel","iter":"rs","isa":"{isa}"}}
+    ]"#
+    ))
+}
+
+#[test]
+fn a_window_panel_is_gathered_by_a_packing_routine_and_read_by_one_call_over_the_whole_window() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let kernels = coverage().kernels();
+    for isa in isas() {
+        let kernel = kernels[rng.random_range(0..kernels.len())];
+        let (mr, nr) = (kernel.mr as i64, kernel.nr as i64);
+        // Output channels and columns leave edge blocks; stride 2 reads
+        // every other column (the strided routine's path), stride 1 rows.
+        for (stride, c, r) in [(2, 3, 5), (1, 2, 3)] {
+            let k = mr + rng.random_range(1..mr.max(2));
+            let params = [
+                ("N", 1),
+                ("C", c),
+                ("H", 9),
+                ("W", nr + 7),
+                ("K", k),
+                ("R", r),
+                ("S", r),
+                ("stride", stride),
+                ("pad", r / 2),
+                ("dilation", 1),
+            ];
+            let dag = build("conv2d_bias", &params);
+            let label = format!("stem {params:?} {} pack {isa}", kernel.name);
+            let steps = window_panel_steps(mr, nr, kernel.name, isa);
+            check_packed(&label, &dag, &steps);
+            let state = State::replay(&dag, &steps).unwrap_or_else(|e| panic!("{label}: {e}"));
+            let func = tir::lower(&state).unwrap_or_else(|e| panic!("{label}: {e}"));
+            let mut depth = Vec::new();
+            func.body.visit(&mut |s| {
+                if let Stmt::MicroKernelCall(call) = s {
+                    depth.push((call.kc, call.counts[2].as_int(), call.accumulate.as_int()));
+                }
+            });
+            // The rc and rr loops around the kernel's rs block are folded
+            // into one call that starts every tile from zero.
+            assert_eq!(
+                depth,
+                vec![(c * r * r, Some(c * r * r), Some(0))],
+                "{label}\n{func}"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_lowered_call_has_the_strides_of_the_copy() {
     let dag = build("dense", &[("M", 8), ("N", 12), ("K", 20)]);
@@ -210,6 +279,41 @@ fn loops_that_are_no_packing_copy_are_typed_errors() {
     let inputs = random_inputs(&dag, 3);
     let got = tir::run(&func, &inputs).unwrap_or_else(|e| panic!("{e}"));
     assert_close("copy only", &got, &reference(&dag, &inputs), 8);
+}
+
+#[test]
+fn a_panel_of_an_inlined_stage_is_no_packing_copy_in_either_order() {
+    let params = [
+        ("N", 1),
+        ("C", 3),
+        ("H", 9),
+        ("W", 11),
+        ("K", 4),
+        ("R", 3),
+        ("S", 3),
+        ("stride", 2),
+        ("pad", 1),
+        ("dilation", 1),
+    ];
+    let dag = build("conv2d_bias", &params);
+    let json = |steps: &[Step]| serde_json::to_string(steps).expect("serialises");
+    let packed = window_panel_steps(4, 4, "generic_4x4", Isa::Generic);
+    let inline = Step::ComputeInline {
+        stage: "pad".into(),
+    };
+    // The padding inlined first: the panel stores a select, not a read.
+    let mut inline_then_pack = packed.clone();
+    inline_then_pack.insert(inline_then_pack.len() - 1, inline.clone());
+    let err = pack_error(&dag, &json(&inline_then_pack));
+    assert!(err.contains("stage 'pad', which is inlined"), "{err}");
+    // Packed first: inlining the padding afterwards is refused.
+    let mut pack_then_inline = packed;
+    pack_then_inline.push(inline);
+    let err = pack_error(&dag, &json(&pack_then_inline));
+    assert!(
+        err.contains("must stay so") && err.contains("inlined"),
+        "{err}"
+    );
 }
 
 #[test]
