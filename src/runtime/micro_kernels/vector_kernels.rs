@@ -86,7 +86,8 @@ macro_rules! vector_micro_kernels {
         }
 
         /// Clamps the tile, then picks the full-tile body (packed A or
-        /// strided A) or the masked edge body.
+        /// strided A) or the masked edge body with as many vectors as the
+        /// edge has columns.
         #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = $features)]
         unsafe fn tile<const MR: usize, const NV: usize>(
@@ -120,7 +121,14 @@ macro_rules! vector_micro_kernels {
                         body::<MR, NV, false, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc)
                     }
                 } else {
-                    body::<MR, NV, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc)
+                    // An edge tile as narrow as its columns: a 4-column
+                    // edge of a 32-wide kernel costs one vector per row, not two.
+                    match n.div_ceil(L) {
+                        1 if NV > 1 => body::<MR, 1, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc),
+                        2 if NV > 2 => body::<MR, 2, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc),
+                        3 if NV > 3 => body::<MR, 3, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc),
+                        _ => body::<MR, NV, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc),
+                    }
                 }
             }
         }
