@@ -105,6 +105,14 @@ impl Stage {
                 .any(|(_, idx)| misses_an_axis(&self.op, idx))
     }
 
+    /// A reduction with one output axis longer than 1 (a matrix-vector
+    /// product, `y[n] = Σ W[n, k]·x[k]`): only the short operand is reused,
+    /// the long one is streamed once, so tiling is no better a bet than a
+    /// reduction vectorized along its contiguous axis.
+    pub fn is_matrix_vector(&self) -> bool {
+        self.op.reduction().is_some() && self.op.axes.iter().filter(|a| a.extent() > 1).count() == 1
+    }
+
     /// The spatial axes, (name, extent), in order.
     pub fn spatial_axes(&self) -> Vec<(String, i64)> {
         self.op

@@ -87,6 +87,21 @@ fn each_kind_of_stage_meets_the_conditions_of_its_rules() {
             ("simple", Apply),
         ]
     );
+    // A matrix-vector product (one row of data): tiling reuses only the
+    // row, so the vectorized reduction is offered as well.
+    let gemv = stage_of("dense_bias", "M=1,N=1000,K=2048", "dense");
+    assert_eq!(
+        conditions(&gemv),
+        [
+            ("multi_level_tiling_with_fusion", Apply),
+            ("tensorize_into_fused_consumer", Apply),
+            ("multi_level_tiling_with_packing", Apply),
+            ("multi_level_tiling_with_cache_write", Apply),
+            ("multi_level_tiling", Apply),
+            ("vector_reduce", Apply),
+            ("simple", Apply),
+        ]
+    );
     let bias = stage_of("dense_bias_relu", "M=8,N=16,K=16", "bias_add");
     assert_eq!(
         conditions(&bias),

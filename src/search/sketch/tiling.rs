@@ -50,7 +50,8 @@ impl SketchRule for MultiLevelTilingWithFusion {
 }
 
 /// Multi-level tiling of the stage itself, at the root; the last rule of a
-/// stage with data reuse.
+/// stage with data reuse, except a matrix-vector product, which also gets
+/// the later rules (rfactor, a vectorized reduction).
 pub(super) struct MultiLevelTiling;
 
 impl SketchRule for MultiLevelTiling {
@@ -59,7 +60,10 @@ impl SketchRule for MultiLevelTiling {
     }
 
     fn condition(&self, stage: &Stage) -> Condition {
-        Condition::ApplyAndSkipRest.when(stage.has_data_reuse())
+        match stage.is_matrix_vector() {
+            false => Condition::ApplyAndSkipRest.when(stage.has_data_reuse()),
+            true => Condition::Apply.when(stage.has_data_reuse()),
+        }
     }
 
     fn apply(&self, stage: &Stage, _target: &Target) -> Vec<Variant> {
