@@ -33,9 +33,9 @@ vector_micro_kernels! {
     store_masked(p, mask, v) => _mm256_maskstore_ps(p, mask, v),
     full_tile_kloop: asm_kloop,
     kernels: {
-        avx2_6x16: 6 x 16,
-        avx2_4x24: 4 x 24,
-        avx2_8x8: 8 x 8,
+        avx2_6x16: 6 x 16 edge_rows [1, 2, 4],
+        avx2_4x24: 4 x 24 edge_rows [1, 2],
+        avx2_8x8: 8 x 8 edge_rows [1, 2, 4],
     }
 }
 

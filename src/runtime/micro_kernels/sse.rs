@@ -36,8 +36,8 @@ vector_micro_kernels! {
         copy_nonoverlapping(lanes.as_ptr(), p, left);
     },
     kernels: {
-        sse_4x8: 4 x 8,
-        sse_6x8: 6 x 8,
-        sse_4x4: 4 x 4,
+        sse_4x8: 4 x 8 edge_rows [1, 2],
+        sse_6x8: 6 x 8 edge_rows [1, 2, 4],
+        sse_4x4: 4 x 4 edge_rows [1, 2],
     }
 }

@@ -12,7 +12,9 @@
 //! never stored.
 
 /// Writes one ISA's micro-kernels into the invoking module: an
-/// `unsafe extern "C" fn` per `name: MR x NR` entry (a [`super::GemmFn`]),
+/// `unsafe extern "C" fn` per `name: MR x NR edge_rows [R, …]` entry (a
+/// [`super::GemmFn`]; a tile of `m < MR` rows runs the body of the first
+/// listed `R ≥ m`, each `R < MR`),
 /// `const L` (the lanes), the tile dispatcher `tile`, the kernel proper
 /// `body`, and `pub(super) fn kernels() -> Vec<MicroKernel>`.
 ///
@@ -47,7 +49,9 @@ macro_rules! vector_micro_kernels {
         load_masked($mlp:ident, $mlm:ident) => $load_masked:expr,
         store_masked($msp:ident, $msm:ident, $msv:ident) => $store_masked:expr,
         $(full_tile_kloop: $kloop:ident,)?
-        kernels: { $($name:ident: $mr:literal x $nr:literal),* $(,)? } $(,)?
+        kernels: {
+            $($name:ident: $mr:literal x $nr:literal edge_rows [$($er:literal),*]),* $(,)?
+        } $(,)?
     ) => {
         #[doc = concat!("f32 lanes of one ", $isa_name, " vector.")]
         const L: usize = $lanes;
@@ -67,9 +71,17 @@ macro_rules! vector_micro_kernels {
                 kc: i64, a: *const f32, a_rs: i64, a_cs: i64, b: *const f32, b_rs: i64,
                 c: *mut f32, c_rs: i64, m: i64, n: i64, accumulate: i64,
             ) {
-                // SAFETY: forwarded contract (including the ISA's features).
+                const NV: usize = $nr / L;
+                // A tile of fewer rows runs as the next listed edge height:
+                // 4 rows of a 12-row kernel cost 4 rows of FMAs, not 12.
+                let rows = [$($er),*].into_iter().find(|&r: &i64| r >= m).unwrap_or($mr);
+                // SAFETY: forwarded contract (including the ISA's features);
+                // m ≤ rows, so each tile computes the same m×n region.
                 unsafe {
-                    tile::<$mr, { $nr / L }>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate)
+                    match rows {
+                        $($er => tile::<$er, NV>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate),)*
+                        _ => tile::<$mr, NV>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate),
+                    }
                 }
             }
         )*
