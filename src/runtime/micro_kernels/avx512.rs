@@ -26,11 +26,11 @@ vector_micro_kernels! {
     load_masked(p, mask) => _mm512_maskz_loadu_ps(mask, p),
     store_masked(p, mask, v) => _mm512_mask_storeu_ps(p, mask, v),
     kernels: {
-        avx512_6x32: 6 x 32 edge_rows [1, 2, 4],
-        avx512_8x32: 8 x 32 edge_rows [1, 2, 4],
-        avx512_12x32: 12 x 32 edge_rows [1, 2, 4, 8],
-        avx512_14x32: 14 x 32 edge_rows [1, 2, 4, 8],
-        avx512_12x16: 12 x 16 edge_rows [1, 2, 4, 8],
-        avx512_4x64: 4 x 64 edge_rows [1, 2],
+        avx512_6x32: 6 x 32 edge_rows [1, 2, 3, 4, 5],
+        avx512_8x32: 8 x 32 edge_rows [1, 2, 3, 4, 5, 6, 7],
+        avx512_12x32: 12 x 32 edge_rows [1, 2, 4, 6, 7, 8, 10],
+        avx512_14x32: 14 x 32 edge_rows [1, 2, 4, 6, 7, 8, 10, 12],
+        avx512_12x16: 12 x 16 edge_rows [1, 2, 4, 6, 7, 8, 10],
+        avx512_4x64: 4 x 64 edge_rows [1, 2, 3],
     }
 }
