@@ -26,6 +26,15 @@ pub struct Decompose {
     pub only_i64: bool,
 }
 
+impl Decompose {
+    /// Only `i64` nodes taken apart, casts kept as atoms: the form equals
+    /// the expression modulo 2^64, what a rewrite needs.
+    pub const EXACT: Decompose = Decompose {
+        through_casts: false,
+        only_i64: true,
+    };
+}
+
 /// `constant + Σ coefficient × atom`, atoms distinct, in first-seen order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Affine {
@@ -218,8 +227,8 @@ impl Affine {
     }
 }
 
-/// Whether `e` uses the variable `var`.
-fn mentions(e: &Expr, var: VarId) -> bool {
+/// Whether `e` uses the variable `var` anywhere.
+pub fn mentions(e: &Expr, var: VarId) -> bool {
     e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if v.id() == var))
 }
 

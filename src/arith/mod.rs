@@ -12,5 +12,5 @@
 mod affine;
 pub mod interval;
 
-pub use affine::{Affine, Decompose};
+pub use affine::{Affine, Decompose, mentions};
 pub use interval::{Interval, Overflow, decide, floor_div, gcd};

@@ -4,16 +4,12 @@
 
 use std::collections::HashMap;
 
+use crate::arith::mentions;
 use crate::te::bounds::find_out_of_bounds;
 use crate::te::{ComputeOp, Expr, ExprKind, IterKind, Tensor, Var, VarId};
 
 use super::error::StepErrorKind;
 use super::state::{Scope, Stage, State};
-
-/// Whether `e` mentions the variable `id`.
-fn mentions(e: &Expr, id: VarId) -> bool {
-    e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if v.id() == id))
-}
 
 impl State {
     pub(crate) fn pack_panel(

@@ -13,9 +13,7 @@
 //! nonzero constant, or a sum of enclosing loop variables with nonnegative
 //! coefficients in which the loop's own variable appears.
 
-use std::collections::HashSet;
-
-use crate::arith::{Affine, Decompose};
+use crate::arith::{Affine, Decompose, mentions};
 use crate::te::{Expr, ExprKind, Var, VarId};
 
 use super::ir::{ForKind, MicroKernelCall, Stmt};
@@ -40,25 +38,21 @@ fn coalesce(s: Stmt, loops: &mut Vec<VarId>) -> Stmt {
             let body = coalesce(*body, loops);
             loops.pop();
             let serial = matches!(kind, ForKind::Serial | ForKind::Unrolled);
-            match single_call(body) {
-                Ok(call) if serial => match merged(&call, &var, extent, loops) {
-                    Some(merged) => Stmt::MicroKernelCall(Box::new(merged)),
-                    None => loop_around(var, extent, kind, Stmt::MicroKernelCall(call)),
+            let body = match single_call(body) {
+                Ok(call) => match serial.then(|| merged(&call, &var, extent, loops)).flatten() {
+                    Some(merged) => return Stmt::MicroKernelCall(Box::new(merged)),
+                    None => Stmt::MicroKernelCall(call),
                 },
-                Ok(call) => loop_around(var, extent, kind, Stmt::MicroKernelCall(call)),
-                Err(body) => loop_around(var, extent, kind, body),
+                Err(body) => body,
+            };
+            Stmt::For {
+                var,
+                extent,
+                kind,
+                body: Box::new(body),
             }
         }
         other => map_children(other, &mut |child| coalesce(child, loops)),
-    }
-}
-
-fn loop_around(var: Var, extent: i64, kind: ForKind, body: Stmt) -> Stmt {
-    Stmt::For {
-        var,
-        extent,
-        kind,
-        body: Box::new(body),
     }
 }
 
@@ -86,10 +80,7 @@ fn merged(
     loops: &[VarId],
 ) -> Option<MicroKernelCall> {
     let var = loop_var.id();
-    let exact = Decompose {
-        through_casts: false,
-        only_i64: true,
-    };
+    let exact = Decompose::EXACT;
     if call.counts[2].as_int() != Some(call.kc) {
         return None;
     }
@@ -121,29 +112,13 @@ fn accumulates_after_first(accumulate: &Expr, var: VarId, loops: &[VarId]) -> bo
     if let Some(v) = accumulate.as_int() {
         return v != 0;
     }
-    let form = Affine::with(
-        accumulate,
-        Decompose {
-            through_casts: false,
-            only_i64: true,
-        },
-    );
-    let loop_vars: HashSet<VarId> = loops.iter().copied().chain([var]).collect();
+    let form = Affine::with(accumulate, Decompose::EXACT);
+    let is_loop_var = |id: VarId| id == var || loops.contains(&id);
     let nonnegative = form.constant >= 0
         && form.terms.iter().all(|(atom, c)| {
-            *c >= 0 && matches!(atom.kind(), ExprKind::Var(v) if loop_vars.contains(&v.id()))
+            *c >= 0 && matches!(atom.kind(), ExprKind::Var(v) if is_loop_var(v.id()))
         });
     nonnegative && form.coefficient(var).is_some_and(|c| c > 0)
-}
-
-fn mentions(e: &Expr, var: VarId) -> bool {
-    let mut found = false;
-    e.visit(&mut |x| {
-        if let ExprKind::Var(v) = x.kind() {
-            found |= v.id() == var;
-        }
-    });
-    found
 }
 
 #[cfg(test)]

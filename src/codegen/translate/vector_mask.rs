@@ -109,10 +109,7 @@ impl FnTranslator<'_, '_, '_> {
         speculative: bool,
         ty: Type,
     ) -> Result<Option<Value>, CodegenError> {
-        let exact = Decompose {
-            through_casts: false,
-            only_i64: true,
-        };
+        let exact = Decompose::EXACT;
         let (Some(ka), Some(kb)) = (
             Affine::with(a, exact).coefficient(lane.var),
             Affine::with(b, exact).coefficient(lane.var),

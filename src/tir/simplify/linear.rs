@@ -81,10 +81,7 @@ fn rebuild(e: &Expr, new: Vec<Expr>) -> Expr {
 }
 
 /// Collects only `i64` nodes: the form equals the expression modulo 2^64.
-const EXACT: Decompose = Decompose {
-    through_casts: false,
-    only_i64: true,
-};
+const EXACT: Decompose = Decompose::EXACT;
 
 /// The collected form of a linear `e`, split pairs put back together.
 fn collect(e: &Expr) -> Affine {
