@@ -238,9 +238,13 @@ fn two_shards_merged_equal_the_unsharded_run() {
     );
 }
 
-/// Measures `schedule` of matmul 64³ into `db`.
+/// Measures `schedule` of matmul 64³ into `db`, and fails unless it was
+/// recorded as a success. The timeouts are generous: this runs beside the
+/// other tests on a 2-core machine, where the default ten seconds for a
+/// debug build's verification and repeats were once not enough; a failed
+/// record would only surface later, as "nothing to deploy".
 fn measure_matmul_into(schedule: &Path, db: &Path) {
-    succeeded(&[
+    let report = succeeded(&[
         "measure",
         "matmul",
         "--shape",
@@ -249,7 +253,16 @@ fn measure_matmul_into(schedule: &Path, db: &Path) {
         text(schedule),
         "--db",
         text(db),
+        "--build-timeout",
+        "300",
+        "--run-timeout",
+        "300",
     ]);
+    assert!(
+        report.contains("1 none"),
+        "the schedule {} was not measured successfully:\n{report}",
+        text(schedule)
+    );
 }
 
 /// A baseline folder holding the hand-tiled schedule of matmul 64³.
@@ -290,6 +303,8 @@ pub(crate) fn tune_one_trial(suite: &Path, out: &Path, baseline: &Path, extra: &
         "--model",
         "random",
         "--no-pretrained",
+        "--timeout",
+        "300",
     ];
     args.extend_from_slice(extra);
     tessera(&args)
