@@ -72,7 +72,8 @@ fn outlined_bodies<'s>(s: &'s Stmt, out: &mut Vec<&'s Stmt>) {
         Stmt::Store { .. }
         | Stmt::MicroKernelCall(_)
         | Stmt::RowMathCall(_)
-        | Stmt::PackCall(_) => {}
+        | Stmt::PackCall(_)
+        | Stmt::StencilCall(_) => {}
     }
 }
 

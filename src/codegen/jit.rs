@@ -23,6 +23,7 @@ use super::micro_kernel_symbols::micro_kernel_symbols;
 use super::options::{CodegenOptions, OptLevel};
 use super::pack_symbols::pack_symbols;
 use super::row_math_symbols::row_math_symbols;
+use super::stencil_symbols::stencil_symbols;
 use super::translate::define_kernel;
 
 /// The host ISA with every feature the CPU has; `pic` for position-independent
@@ -67,6 +68,7 @@ fn runtime_symbols(target: &Target) -> Vec<(&'static str, *const u8)> {
     symbols.extend(host_symbols());
     symbols.extend(micro_kernel_symbols(target));
     symbols.extend(row_math_symbols(target));
+    symbols.extend(stencil_symbols(target));
     symbols.extend(pack_symbols(target));
     symbols
 }

@@ -14,6 +14,7 @@ mod options;
 mod pack_symbols;
 mod parallel_work;
 mod row_math_symbols;
+mod stencil_symbols;
 mod translate;
 
 pub use decisions::{BufferStorage, CodegenDecisions, VectorLoop, decisions};

@@ -79,12 +79,19 @@ pub fn compile_object(
     symbol: &str,
 ) -> Result<Vec<u8>, CodegenError> {
     // Micro-kernel calls link against `tessera_kernels.c` (deploy::aot);
-    // the row primitives and packing routines have no C counterpart yet.
-    let (mut row_math, mut packed) = (false, false);
+    // the row primitives, packing routines and stencils have no C
+    // counterpart yet.
+    let (mut row_math, mut packed, mut stencil) = (false, false, false);
     func.body.visit(&mut |s| {
         row_math |= matches!(s, crate::tir::Stmt::RowMathCall(_));
         packed |= matches!(s, crate::tir::Stmt::PackCall(_));
+        stencil |= matches!(s, crate::tir::Stmt::StencilCall(_));
     });
+    if stencil {
+        return Err(CodegenError::Unsupported(
+            "a stencil tensorize step calls tessera's Rust stencil primitives, which have no C counterpart for object files yet (micro-kernels do: tessera_kernels.c); deploy it without --aot".into(),
+        ));
+    }
     if packed {
         return Err(CodegenError::Unsupported(
             "a pack step calls tessera's Rust packing routines, which have no C counterpart for object files yet (micro-kernels do: tessera_kernels.c); deploy it without --aot".into(),

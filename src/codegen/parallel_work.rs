@@ -63,7 +63,8 @@ fn visit_outer_parallel(s: &Stmt, f: &mut dyn FnMut(i64, &Stmt)) {
         Stmt::Store { .. }
         | Stmt::MicroKernelCall(_)
         | Stmt::RowMathCall(_)
-        | Stmt::PackCall(_) => {}
+        | Stmt::PackCall(_)
+        | Stmt::StencilCall(_) => {}
     }
 }
 
@@ -95,7 +96,8 @@ fn serialise(s: &mut Stmt, all: bool) {
         Stmt::Store { .. }
         | Stmt::MicroKernelCall(_)
         | Stmt::RowMathCall(_)
-        | Stmt::PackCall(_) => {}
+        | Stmt::PackCall(_)
+        | Stmt::StencilCall(_) => {}
     }
 }
 

@@ -58,7 +58,7 @@ pub struct Artifact {
     #[serde(rename = "intrinsics", default, skip_serializing_if = "Vec::is_empty")]
     pub micro_kernels: Vec<String>,
     /// The widest vector ISA the schedule needs (`avx512`, `avx2`, …): that of
-    /// its micro-kernels, of its `row_math` steps' row primitives and of its
+    /// its micro-kernels and stencils, of its `row_math` steps' row primitives and of its
     /// `pack` steps' packing routines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isa: Option<String>,
@@ -80,7 +80,8 @@ fn layout_rewrites_of(workload: &WorkloadInfo, steps: &[Step]) -> Vec<LayoutRewr
         .unwrap_or_default()
 }
 
-/// The micro-kernels `steps` call, in step order, each once.
+/// The micro-kernels and stencil primitives (the `tensorize` intrinsics)
+/// `steps` call, in step order, each once.
 pub fn micro_kernels_of(steps: &[Step]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for step in steps {
@@ -104,8 +105,7 @@ impl Artifact {
             .filter_map(|name| crate::runtime::micro_kernels::Isa::from_name(&name));
         let isa = micro_kernels
             .iter()
-            .filter_map(|name| crate::runtime::micro_kernels::find(name))
-            .map(|k| k.isa)
+            .filter_map(|name| crate::runtime::intrinsic_isa(name))
             .chain(row_math_isas)
             .max()
             .map(|isa| isa.name().to_string());

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::codegen::{self, CodegenOptions, Kernel};
-use crate::runtime::micro_kernels::{self, Isa};
+use crate::runtime::micro_kernels::Isa;
 use crate::runtime::{DeviceDescription, DeviceKey, Target, host_device};
 use crate::schedule::State;
 use crate::te::{ComputeDag, WorkloadKey};
@@ -391,13 +391,13 @@ impl Library {
         }
         // Never compile a call of a kernel this CPU cannot execute.
         for name in super::artifact::micro_kernels_of(&artifact.steps) {
-            match micro_kernels::find(&name) {
-                Some(k) if self.options.target.can_run(k) => {}
-                Some(k) => {
+            match crate::runtime::intrinsic_isa(&name) {
+                Some(isa) if isa <= self.options.target.isa() => {}
+                Some(isa) => {
                     return Resolution::Fallback(FallbackReason::MissingIsa {
                         path,
                         kernel: name,
-                        needs: k.isa.name().to_string(),
+                        needs: isa.name().to_string(),
                         host: self.options.target.isa().name().to_string(),
                     });
                 }

@@ -9,6 +9,7 @@ pub mod micro_kernels;
 pub mod pack;
 pub mod parallel;
 pub mod row_math;
+pub mod stencil;
 mod target;
 pub mod workspace;
 
@@ -16,3 +17,12 @@ pub use buffer::{BUFFER_ALIGN, BufferError, NdBuffer};
 pub use device::{CacheLevel, DeviceDescription, DeviceKey, host_device};
 pub use parallel::{num_threads, set_num_threads};
 pub use target::{ISA_ENV, Target};
+
+/// The instruction set of the `tensorize` intrinsic `name`: a GEMM
+/// micro-kernel's or a stencil primitive's; `None` when this build has
+/// neither.
+pub fn intrinsic_isa(name: &str) -> Option<micro_kernels::Isa> {
+    micro_kernels::find(name)
+        .map(|k| k.isa)
+        .or_else(|| stencil::find(name).map(|p| p.isa))
+}

@@ -30,4 +30,4 @@ pub use step::{
     Annotation, Step, StepParseError, calls_micro_kernel, pack_isas_of, row_math_isas_of,
     steps_from_json,
 };
-pub use tensorize::TENSORIZE_BLOCK;
+pub use tensorize::{TENSORIZE_BLOCK, is_stencil_intrinsic};

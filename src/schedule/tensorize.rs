@@ -1,22 +1,46 @@
 //! The `tensorize` step: the structural checks on the block a micro-kernel
-//! call replaces. The access pattern (which operand is A, which is B, the
-//! strides) is checked when lowering, where the buffers are known.
+//! or stencil call replaces. The access pattern (which operand is A, which
+//! is B, the strides) is checked when lowering, where the buffers are known.
 
 use super::error::StepErrorKind;
 use super::state::{ComputeAt, IterId, State, Tensorized};
 use super::step::Annotation;
 use crate::te::{DType, IterKind, ReduceOp};
 
-/// Loops in a tensorized block: two spatial (m, n) and one reduction (k).
+/// Loops in a tensorized block: two spatial (m, n) and one reduction (k)
+/// for a GEMM micro-kernel; one spatial (the output row) and two
+/// reductions (the window's rows and columns) for a stencil primitive.
 pub const TENSORIZE_BLOCK: usize = 3;
+
+/// Whether `intrinsic` names a stencil primitive (`runtime::stencil`), not
+/// a GEMM micro-kernel.
+pub fn is_stencil_intrinsic(intrinsic: &str) -> bool {
+    crate::runtime::stencil::find(intrinsic).is_some()
+}
+
+/// The reduction loops a block calling `intrinsic` has.
+fn block_reductions(intrinsic: &str) -> usize {
+    if is_stencil_intrinsic(intrinsic) {
+        2
+    } else {
+        1
+    }
+}
 
 impl State {
     /// Where the tensorized block of `stage`, starting at loop `iter`,
-    /// begins among its loops, or what makes it not one: the block must be
-    /// the stage's three innermost loops, two spatial and one reduction,
-    /// unannotated, with no stage computed inside it. Checked when the step
-    /// is applied and again when lowering (later steps may change loops).
-    pub fn tensorize_block(&self, stage: usize, iter: IterId) -> Result<usize, String> {
+    /// begins among its loops, or what makes it not one for `intrinsic`:
+    /// the block must be the stage's three innermost loops, two spatial and
+    /// one reduction (a micro-kernel) or one spatial and two reductions (a
+    /// stencil), unannotated, with no stage computed inside it. Checked when
+    /// the step is applied and again when lowering (later steps may change
+    /// loops).
+    pub fn tensorize_block(
+        &self,
+        stage: usize,
+        iter: IterId,
+        intrinsic: &str,
+    ) -> Result<usize, String> {
         let s = &self.stages[stage];
         let position = s.leaves.iter().position(|&l| l == iter);
         let Some(start) = position.filter(|&p| p + TENSORIZE_BLOCK == s.leaves.len()) else {
@@ -30,9 +54,15 @@ impl State {
             .iter()
             .filter(|&&l| s.iters[l].kind == IterKind::Reduce)
             .count();
-        if reductions != 1 {
+        let wanted = block_reductions(intrinsic);
+        if reductions != wanted {
+            let what = if wanted == 1 {
+                "exactly one reduction loop and two spatial loops (a micro-kernel)"
+            } else {
+                "one spatial loop and two reduction loops (a stencil)"
+            };
             return Err(format!(
-                "the block needs exactly one reduction loop and two spatial loops, it has {reductions} reduction loop(s)"
+                "the block needs {what}, it has {reductions} reduction loop(s)"
             ));
         }
         if let Some(&l) = block
@@ -86,10 +116,10 @@ impl State {
         if s.compute_at == ComputeAt::Inline {
             return Err(error("the stage is inlined".into()));
         }
-        self.tensorize_block(stage, iter).map_err(error)?;
         if kernel.is_empty() {
             return Err(error("no micro-kernel named".into()));
         }
+        self.tensorize_block(stage, iter, kernel).map_err(error)?;
         self.stages[stage].tensorize = Some(Tensorized {
             iter,
             kernel: kernel.to_string(),

@@ -334,6 +334,7 @@ fn count_uses(s: &Stmt, func: &PrimFunc, id: BufferId) -> usize {
             Stmt::MicroKernelCall(call) => call.operands().iter().any(|o| o.buffer == id),
             Stmt::PackCall(call) => call.src.buffer == id || call.dst.buffer == id,
             Stmt::RowMathCall(call) => call.buffer == id,
+            Stmt::StencilCall(call) => call.operands().iter().any(|o| o.buffer == id),
         };
         uses += usize::from(used);
     });
@@ -411,7 +412,8 @@ fn find_copies(
         Stmt::Store { .. }
         | Stmt::MicroKernelCall(_)
         | Stmt::RowMathCall(_)
-        | Stmt::PackCall(_) => {}
+        | Stmt::PackCall(_)
+        | Stmt::StencilCall(_) => {}
     }
 }
 
@@ -453,7 +455,10 @@ fn is_copy_of(s: &Stmt, func: &PrimFunc, source: BufferId, local: BufferId) -> b
             only &= call.dst.buffer == local && call.src.buffer == source;
             reads_source = true;
         }
-        Stmt::MicroKernelCall(_) | Stmt::RowMathCall(_) | Stmt::Allocate { .. } => only = false,
+        Stmt::MicroKernelCall(_)
+        | Stmt::RowMathCall(_)
+        | Stmt::StencilCall(_)
+        | Stmt::Allocate { .. } => only = false,
         _ => {}
     });
     s.visit_exprs(&mut |e| {
@@ -479,6 +484,7 @@ fn writes(s: &Stmt, id: BufferId) -> bool {
             Stmt::MicroKernelCall(call) => call.c.buffer == id,
             Stmt::PackCall(call) => call.dst.buffer == id,
             Stmt::RowMathCall(call) => call.buffer == id,
+            Stmt::StencilCall(call) => call.out.buffer == id,
             _ => false,
         }
     });
@@ -546,6 +552,15 @@ impl Redirect {
                 self.operand(&mut call.src);
                 self.operand(&mut call.dst);
                 Stmt::PackCall(call)
+            }
+            Stmt::StencilCall(mut call) => {
+                for o in [&mut call.out, &mut call.input, &mut call.weight] {
+                    if o.buffer == self.from {
+                        o.buffer = self.to;
+                        o.offset = self.base.clone() + o.offset.clone();
+                    }
+                }
+                Stmt::StencilCall(call)
             }
             other => super::passes::map_children(other, &mut |c| self.stmt(c)),
         };

@@ -82,6 +82,7 @@ enum Op {
     },
     MicroKernelCall(Box<MicroKernelOp>),
     PackCall(Box<PackOp>),
+    StencilCall(Box<StencilOp>),
     RowMathCall {
         buffer: usize,
         count: i64,
@@ -97,6 +98,16 @@ struct MicroKernelOp {
     accumulate: Node,
     /// A, B, C: buffer, offset, row stride, column stride.
     operands: [(usize, Node, i64, i64); 3],
+}
+
+/// A stencil call, resolved.
+struct StencilOp {
+    /// Outputs, window rows, window columns.
+    counts: [Node; 3],
+    /// Nonzero: `out += Σ`; zero: `out = Σ`, out not read.
+    accumulate: Node,
+    /// Output, input, weight: buffer, offset, strides (output, r, s).
+    operands: [(usize, Node, [i64; 3]); 3],
 }
 
 /// A packing call, resolved.
@@ -197,6 +208,27 @@ fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
                 ],
                 accumulate: count(&call.accumulate)?,
                 operands: [operand(&call.a)?, operand(&call.b)?, operand(&call.c)?],
+            }))
+        }
+        Stmt::StencilCall(call) => {
+            let operand = |o: &super::ir::StencilOperand| {
+                r.resolve(&o.offset)
+                    .map(|offset| (o.buffer, offset, o.strides))
+                    .map_err(unresolved)
+            };
+            let count = |e: &crate::te::Expr| r.resolve(e).map_err(unresolved);
+            Op::StencilCall(Box::new(StencilOp {
+                counts: [
+                    count(&call.counts[0])?,
+                    count(&call.counts[1])?,
+                    count(&call.counts[2])?,
+                ],
+                accumulate: count(&call.accumulate)?,
+                operands: [
+                    operand(&call.out)?,
+                    operand(&call.input)?,
+                    operand(&call.weight)?,
+                ],
             }))
         }
     })
@@ -316,6 +348,25 @@ impl Machine<'_> {
                     != 0;
                 self.micro_kernel_call([c[0], c[1], c[2]], accumulate, operands)?
             }
+            Op::StencilCall(op) => {
+                let StencilOp {
+                    counts,
+                    accumulate,
+                    operands,
+                } = op.as_ref();
+                let mut c = [0i64; 3];
+                for (slot, node) in c.iter_mut().zip(counts) {
+                    *slot = eval(node, &self.env, &self.buffers)
+                        .map_err(|f| self.fault(f, "load"))?
+                        .as_i64()
+                        .max(0);
+                }
+                let accumulate = eval(accumulate, &self.env, &self.buffers)
+                    .map_err(|f| self.fault(f, "load"))?
+                    .as_i64()
+                    != 0;
+                self.stencil_call(c, accumulate, operands)?
+            }
             Op::PackCall(op) => {
                 let PackOp { counts, operands } = op.as_ref();
                 let mut c = [0i64; 2];
@@ -403,6 +454,66 @@ impl Machine<'_> {
             for c in 0..cols {
                 let x = self.buffers[*src].get((base[0] + r * s_rs + c * s_cs) as usize);
                 self.buffers[*dst].set((base[1] + r * d_rs + c * d_cs) as usize, x);
+            }
+        }
+        Ok(())
+    }
+
+    /// `out[j] (+)= Σ_r Σ_s weight[r, s] · input[j, r, s]` element by
+    /// element, in f32, taps in order: the meaning of a stencil call, every
+    /// element checked against its buffer's bounds.
+    fn stencil_call(
+        &mut self,
+        [n, taps_r, taps_s]: [i64; 3],
+        accumulate: bool,
+        operands: &[(usize, Node, [i64; 3]); 3],
+    ) -> Result<(), TirInterpError> {
+        let mut base = [0i64; 3];
+        for (slot, (_, offset, _)) in base.iter_mut().zip(operands) {
+            *slot = eval(offset, &self.env, &self.buffers)
+                .map_err(|f| self.fault(f, "load"))?
+                .as_i64();
+        }
+        let at = |slot: usize, j: i64, r: i64, s: i64| {
+            let strides = operands[slot].2;
+            base[slot] + j * strides[0] + r * strides[1] + s * strides[2]
+        };
+        let element = |this: &Self, slot: usize, index: i64| -> Result<f32, TirInterpError> {
+            let buffer = operands[slot].0;
+            usize::try_from(index)
+                .ok()
+                .and_then(|i| {
+                    this.buffers[buffer]
+                        .as_f32()
+                        .and_then(|d| d.get(i).copied())
+                })
+                .ok_or_else(|| {
+                    this.fault(
+                        Fault::OutOfBounds {
+                            buffer,
+                            index: vec![index],
+                        },
+                        if slot == 0 { "store" } else { "load" },
+                    )
+                })
+        };
+        for j in 0..n {
+            let out_at = at(0, j, 0, 0);
+            let mut acc = if accumulate {
+                element(self, 0, out_at)?
+            } else {
+                element(self, 0, out_at).map(|_| 0.0)?
+            };
+            for r in 0..taps_r {
+                for s in 0..taps_s {
+                    acc += element(self, 2, at(2, j, r, s))? * element(self, 1, at(1, j, r, s))?;
+                }
+            }
+            if let Some(slot) = self.buffers[operands[0].0]
+                .as_f32_mut()
+                .and_then(|d| d.get_mut(out_at as usize))
+            {
+                *slot = acc;
             }
         }
         Ok(())

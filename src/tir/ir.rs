@@ -196,6 +196,65 @@ impl PackCall {
     }
 }
 
+/// One operand of a [`StencilCall`]: the element at output `j`, tap
+/// `(r, s)` is `buffer[offset + j·strides[0] + r·strides[1] + s·strides[2]]`
+/// (flat, row-major index).
+#[derive(Clone, Debug)]
+pub struct StencilOperand {
+    /// The buffer.
+    pub buffer: BufferId,
+    /// Flat index of the element at output 0, tap (0, 0); an `i64`
+    /// expression of the enclosing loops.
+    pub offset: Expr,
+    /// Elements between consecutive outputs, window rows and window columns.
+    pub strides: [i64; 3],
+}
+
+/// A call of a stencil primitive (`runtime::stencil`), a block tensorized
+/// with a stencil intrinsic: for `j < counts[0]`,
+/// `out[j] (+)= Σ_{r < counts[1]} Σ_{s < counts[2]} weight[r, s] · input[j, r, s]`,
+/// at the full vector width of `isa` (a depthwise convolution's row).
+#[derive(Clone, Debug)]
+pub struct StencilCall {
+    /// The instruction set of the primitive.
+    pub isa: Isa,
+    /// The block's extents: outputs, window rows, window columns.
+    pub extents: [i64; 3],
+    /// What this call computes, `i64` expressions: the extents, or fewer at
+    /// the edge of a split that does not divide.
+    pub counts: [Expr; 3],
+    /// The output row (strides `[1, 0, 0]`).
+    pub out: StencilOperand,
+    /// The input window (stride along the outputs ≥ 1).
+    pub input: StencilOperand,
+    /// The window's weights (stride 0 along the outputs).
+    pub weight: StencilOperand,
+    /// An `i64` expression: nonzero where the call adds to the output,
+    /// zero where it starts it from zero (as [`MicroKernelCall::accumulate`]).
+    pub accumulate: Expr,
+}
+
+impl StencilCall {
+    /// The primitive's name, e.g. `avx512_stencil`.
+    pub fn primitive(&self) -> String {
+        format!("{}_stencil", self.isa.name())
+    }
+
+    /// The operands: output, input, weight.
+    pub fn operands(&self) -> [&StencilOperand; 3] {
+        [&self.out, &self.input, &self.weight]
+    }
+
+    /// Every expression of the call: the operands' offsets, the counts,
+    /// then `accumulate`.
+    pub fn exprs(&self) -> Vec<&Expr> {
+        let mut out: Vec<&Expr> = self.operands().iter().map(|o| &o.offset).collect();
+        out.extend(self.counts.iter());
+        out.push(&self.accumulate);
+        out
+    }
+}
+
 /// A statement.
 #[derive(Clone, Debug)]
 pub enum Stmt {
@@ -243,6 +302,8 @@ pub enum Stmt {
     RowMathCall(RowMathCall),
     /// A packing-routine call (see [`PackCall`]).
     PackCall(Box<PackCall>),
+    /// A stencil-primitive call (see [`StencilCall`]).
+    StencilCall(Box<StencilCall>),
     /// `let var = value in body`
     Let {
         /// The bound variable.
@@ -279,7 +340,8 @@ impl Stmt {
             Stmt::Store { .. }
             | Stmt::MicroKernelCall(_)
             | Stmt::RowMathCall(_)
-            | Stmt::PackCall(_) => {}
+            | Stmt::PackCall(_)
+            | Stmt::StencilCall(_) => {}
         }
     }
 
@@ -319,6 +381,7 @@ impl Stmt {
             Stmt::Let { value, .. } => f(value),
             Stmt::MicroKernelCall(call) => call.exprs().into_iter().for_each(&mut *f),
             Stmt::PackCall(call) => call.exprs().into_iter().for_each(&mut *f),
+            Stmt::StencilCall(call) => call.exprs().into_iter().for_each(&mut *f),
             _ => {}
         });
     }

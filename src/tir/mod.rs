@@ -18,7 +18,7 @@ pub use constant_copies::{
 pub use interp::{TirInterpError, run};
 pub use ir::{
     Buffer, BufferId, ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PackCall, PrimFunc,
-    RowMathCall, Stmt,
+    RowMathCall, StencilCall, StencilOperand, Stmt,
 };
 pub use lower::{
     AfterPass, LOWERING_PASSES, LowerError, Pass, lower, lower_traced, lower_unsimplified,

@@ -77,7 +77,10 @@ fn cuts(var: &Var, extent: i64, kind: ForKind, body: &Stmt) -> Vec<i64> {
         // a constant's packing copy must stay one loop nest to be hoisted.
         opaque_call |= matches!(
             s,
-            Stmt::RowMathCall(_) | Stmt::MicroKernelCall(_) | Stmt::PackCall(_)
+            Stmt::RowMathCall(_)
+                | Stmt::MicroKernelCall(_)
+                | Stmt::PackCall(_)
+                | Stmt::StencilCall(_)
         );
     });
     if statements > MAX_BODY_STATEMENTS || opaque_call {

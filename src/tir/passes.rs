@@ -27,6 +27,8 @@ fn steps(s: &Stmt) -> u64 {
         Stmt::RowMathCall(call) => call.count.max(1) as u64,
         // One element copied per (row, column), as the loops it replaces.
         Stmt::PackCall(call) => (call.extents[0] * call.extents[1]).max(1) as u64,
+        // One multiply-accumulate per (output, window row, window column).
+        Stmt::StencilCall(call) => call.extents.iter().product::<i64>().max(1) as u64,
         Stmt::IfThenElse {
             then, otherwise, ..
         } => steps(then).max(otherwise.as_deref().map_or(0, steps)),
@@ -66,7 +68,8 @@ pub fn mark_auto_unroll(s: &mut Stmt, max_steps: &HashMap<VarId, u32>) {
         Stmt::Store { .. }
         | Stmt::MicroKernelCall(_)
         | Stmt::RowMathCall(_)
-        | Stmt::PackCall(_) => {}
+        | Stmt::PackCall(_)
+        | Stmt::StencilCall(_) => {}
     }
 }
 
@@ -123,6 +126,16 @@ pub fn map_own_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
             }
             Stmt::PackCall(call)
         }
+        Stmt::StencilCall(mut call) => {
+            for operand in [&mut call.out, &mut call.input, &mut call.weight] {
+                operand.offset = f(&operand.offset);
+            }
+            for count in call.counts.iter_mut() {
+                *count = f(count);
+            }
+            call.accumulate = f(&call.accumulate);
+            Stmt::StencilCall(call)
+        }
         other => other,
     }
 }
@@ -163,7 +176,8 @@ pub fn map_children(s: Stmt, f: &mut dyn FnMut(Stmt) -> Stmt) -> Stmt {
         leaf @ (Stmt::Store { .. }
         | Stmt::MicroKernelCall(_)
         | Stmt::RowMathCall(_)
-        | Stmt::PackCall(_)) => leaf,
+        | Stmt::PackCall(_)
+        | Stmt::StencilCall(_)) => leaf,
     }
 }
 

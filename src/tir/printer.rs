@@ -109,6 +109,25 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
                 call.kc
             )
         }
+        Stmt::StencilCall(call) => {
+            let [n, r, s] = &call.counts;
+            let (assign, when) = match call.accumulate.as_int() {
+                Some(0) => ("=", String::new()),
+                Some(_) => ("+=", String::new()),
+                None => ("(+)=", format!(" accumulate={}", call.accumulate)),
+            };
+            writeln!(
+                out,
+                "{pad}{} {assign} sum_rs {} * {}  // stencil {} {}x{}x{} n={n} r={r} s={s}{when}",
+                stencil_operand(f, &call.out),
+                stencil_operand(f, &call.weight),
+                stencil_operand(f, &call.input),
+                call.primitive(),
+                call.extents[0],
+                call.extents[1],
+                call.extents[2]
+            )
+        }
     }
 }
 
@@ -145,6 +164,14 @@ impl fmt::Display for PrimFunc {
 }
 
 /// An operand as `buffer[offset + r*row_stride + c*col_stride]`.
+fn stencil_operand(f: &PrimFunc, o: &super::ir::StencilOperand) -> String {
+    let [j, r, s] = o.strides;
+    format!(
+        "{}[{} + j*{j} + r*{r} + s*{s}]",
+        f.buffers[o.buffer].name, o.offset
+    )
+}
+
 fn operand(f: &PrimFunc, o: &super::ir::MicroKernelOperand) -> String {
     format!(
         "{}[{} + r*{} + c*{}]",

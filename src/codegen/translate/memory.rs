@@ -134,7 +134,8 @@ pub(crate) fn allocations(s: &Stmt, in_parallel: bool, out: &mut Vec<(BufferId, 
         Stmt::Store { .. }
         | Stmt::MicroKernelCall(_)
         | Stmt::RowMathCall(_)
-        | Stmt::PackCall(_) => {}
+        | Stmt::PackCall(_)
+        | Stmt::StencilCall(_) => {}
     }
 }
 
@@ -196,6 +197,10 @@ fn promotable(body: &Stmt, buffer: BufferId, handle: &Tensor, in_parallel: bool)
         Stmt::RowMathCall(call) if call.buffer == buffer => stores_ok = false,
         // And a packing routine.
         Stmt::PackCall(call) if call.src.buffer == buffer || call.dst.buffer == buffer => {
+            stores_ok = false
+        }
+        // And a stencil primitive.
+        Stmt::StencilCall(call) if call.operands().iter().any(|o| o.buffer == buffer) => {
             stores_ok = false
         }
         _ => {}

@@ -4,8 +4,8 @@
 
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 
-use crate::te::DType;
-use crate::tir::{MicroKernelCall, MicroKernelOperand};
+use crate::te::{DType, Expr};
+use crate::tir::{BufferId, MicroKernelCall, MicroKernelOperand};
 
 use super::super::error::CodegenError;
 use super::super::micro_kernel_symbols::micro_kernel_symbol;
@@ -18,7 +18,17 @@ impl FnTranslator<'_, '_, '_> {
         &mut self,
         operand: &MicroKernelOperand,
     ) -> Result<Value, CodegenError> {
-        let buffer = &self.func().buffers[operand.buffer];
+        self.element_address(operand.buffer, &operand.offset)
+    }
+
+    /// The address of element `offset` (flat) of f32 buffer `id`, which a
+    /// runtime call reads or writes.
+    pub(super) fn element_address(
+        &mut self,
+        id: BufferId,
+        offset: &Expr,
+    ) -> Result<Value, CodegenError> {
+        let buffer = &self.func().buffers[id];
         let name = buffer.name.clone();
         if buffer.dtype != DType::F32 {
             return Err(CodegenError::Unsupported(format!(
@@ -26,7 +36,7 @@ impl FnTranslator<'_, '_, '_> {
                 buffer.dtype
             )));
         }
-        let base = match self.storage.get(&operand.buffer) {
+        let base = match self.storage.get(&id) {
             Some(Storage::Memory(base)) => *base,
             _ => {
                 return Err(CodegenError::Unsupported(format!(
@@ -34,8 +44,8 @@ impl FnTranslator<'_, '_, '_> {
                 )));
             }
         };
-        let flat = self.expr(&operand.offset, false)?;
-        let (address, offset) = self.address(operand.buffer, base, flat);
+        let flat = self.expr(offset, false)?;
+        let (address, offset) = self.address(id, base, flat);
         Ok(if offset == 0 {
             address
         } else {

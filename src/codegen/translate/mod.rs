@@ -9,6 +9,7 @@ mod min_max;
 mod pack_call;
 mod parallel;
 mod row_math_call;
+mod stencil_call;
 mod value;
 pub(crate) mod vector;
 mod vector_load;
@@ -230,6 +231,7 @@ impl<'a, 's, 'm> FnTranslator<'a, 's, 'm> {
             Stmt::MicroKernelCall(call) => self.micro_kernel_call(call),
             Stmt::RowMathCall(call) => self.row_math_call(call),
             Stmt::PackCall(call) => self.pack_call(call),
+            Stmt::StencilCall(call) => self.stencil_call(call),
         }
     }
 

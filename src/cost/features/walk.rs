@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use crate::runtime::micro_kernels::{self, Isa};
 use crate::te::{Expr, ExprKind, IterKind, TensorId, Var};
 use crate::tir::{
-    ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PackCall, PrimFunc, RowMathCall, Stmt,
+    ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PackCall, PrimFunc, RowMathCall,
+    StencilCall, StencilOperand, Stmt,
 };
 
 use super::access::{AccessFeatures, AccessKind, LoopInfo, analyse, flat_offset};
@@ -188,6 +189,67 @@ impl Walker<'_> {
             Stmt::MicroKernelCall(call) => self.micro_kernel_call(call),
             Stmt::RowMathCall(call) => self.row_math_call(call),
             Stmt::PackCall(call) => self.pack_call(call),
+            Stmt::StencilCall(call) => self.stencil_call(call),
+        }
+    }
+
+    /// A stencil call described as the loop nest it replaces: window rows
+    /// and columns serial, outputs vectorized,
+    /// `out[j] += weight[r, s] · input[j, r, s]` through the strides; marked
+    /// as a one-row kernel call of depth `R·S` ([`MicroKernelFeatures`]).
+    fn stencil_call(&mut self, call: &StencilCall) {
+        let calls: f64 = self.loops.iter().map(|l| l.info.extent).product();
+        let [n, taps_r, taps_s] = call.extents;
+        let micro_kernel = MicroKernelFeatures {
+            kernel: call.primitive(),
+            vector_bits: vector_bits(call.isa) as f64,
+            mr: 1.0,
+            nr: n as f64,
+            m: 1.0,
+            n: n as f64,
+            kc: (taps_r * taps_s) as f64,
+            calls,
+        };
+        let vars = [
+            Var::new("stencil.r", taps_r, IterKind::Reduce),
+            Var::new("stencil.s", taps_s, IterKind::Reduce),
+            Var::new("stencil.j", n, IterKind::Spatial),
+        ];
+        for (v, kind) in vars
+            .iter()
+            .zip([ForKind::Serial, ForKind::Serial, ForKind::Vectorized])
+        {
+            self.loops.push(LoopCtx {
+                info: LoopInfo {
+                    var: v.id(),
+                    extent: v.extent() as f64,
+                },
+                kind,
+            });
+        }
+        let [r, s, j] = vars.map(|v| v.expr());
+        let element = |o: &StencilOperand| {
+            let rank = self.func.buffers[o.buffer].shape.len().max(1);
+            let flat = o.offset.clone()
+                + j.clone() * Expr::i64(o.strides[0])
+                + r.clone() * Expr::i64(o.strides[1])
+                + s.clone() * Expr::i64(o.strides[2]);
+            let mut idx = vec![Expr::i64(0); rank - 1];
+            idx.push(flat);
+            idx
+        };
+        let read = |o: &StencilOperand| self.func.buffers[o.buffer].handle.at(element(o));
+        let out_idx = element(&call.out);
+        let value = read(&call.out) + read(&call.weight) * read(&call.input);
+        let before = self.out.len();
+        self.store(call.out.buffer, &out_idx, &value);
+        if self.out.len() > before
+            && let Some(s) = self.out.last_mut()
+        {
+            s.micro_kernel = Some(micro_kernel);
+        }
+        for _ in 0..3 {
+            self.loops.pop();
         }
     }
 

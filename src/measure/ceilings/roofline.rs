@@ -55,7 +55,7 @@ pub enum ComputeKind {
 
 impl ComputeKind {
     /// The kind that holds `func`: [`Widest`](ComputeKind::Widest) when it
-    /// calls a micro-kernel or a row primitive wider than 128 bits, else
+    /// calls a micro-kernel, a row primitive or a stencil wider than 128 bits, else
     /// [`F32x4`](ComputeKind::F32x4).
     pub fn of_kernel(func: &PrimFunc) -> ComputeKind {
         let mut wide = false;
@@ -65,6 +65,9 @@ impl ComputeKind {
                 wide |= micro_kernels::find(&call.kernel).is_none_or(|k| k.isa > Isa::Sse);
             }
             if let Stmt::RowMathCall(call) = stmt {
+                wide |= call.isa > Isa::Sse;
+            }
+            if let Stmt::StencilCall(call) = stmt {
                 wide |= call.isa > Isa::Sse;
             }
         });

@@ -20,6 +20,7 @@ mod row_fusion;
 mod row_math;
 mod simple;
 mod stage;
+mod stencil;
 mod tensorize;
 #[cfg(test)]
 mod tests;
@@ -40,6 +41,7 @@ use rfactor::Rfactor;
 use row_fusion::RowFusion;
 use simple::Simple;
 use stage::{Stage, stages_of};
+use stencil::StencilRows;
 use tensorize::{PackHow, Packing, Tensorize, TensorizeInto};
 use tiling::{MultiLevelTiling, MultiLevelTilingWithFusion};
 use vector_reduce::VectorReduce;
@@ -86,6 +88,10 @@ static RULES: &[&dyn SketchRule] = &[
     // loop, or at the root by a later rule.
     &InlinePadding,
     &PaddingAtConsumer,
+    // A windowed product whose weights stay put along the output row (a
+    // depthwise convolution): each row one stencil call, in place or in
+    // its fused consumer's rows; the rules below add their own sketches.
+    &StencilRows,
     // A reduction with data reuse whose only consumer is elementwise:
     // tiled inside the consumer's tiles, or tensorized there (the
     // consumer then has no variants of its own)...

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::schedule::{Annotation, ComputeAt, IterId, Relation};
+use crate::schedule::{Annotation, ComputeAt, IterId, Relation, is_stencil_intrinsic};
 use crate::te::bounds::range_of;
 use crate::te::{Expr, ExprKind, IterKind, ReduceOp, Var, VarId, max, min};
 
@@ -272,7 +272,17 @@ impl Lowering<'_> {
                             .filter(|l| stage.iters[**l].kind == IterKind::Reduce)
                             .map(|l| self.layouts[index].leaf_vars[l].clone())
                             .collect();
-                        let (call, from_zero) = self.gemm_call(
+                        let stencil = stage
+                            .tensorize
+                            .as_ref()
+                            .is_some_and(|t| is_stencil_intrinsic(&t.kernel));
+                        let lower_call = if stencil {
+                            Self::stencil_call
+                        } else {
+                            Self::gemm_call
+                        };
+                        let (call, from_zero) = lower_call(
+                            self,
                             index,
                             &leaves[start..],
                             buffer,

@@ -8,6 +8,7 @@ mod layout;
 mod pack;
 mod pipeline;
 mod row_math;
+mod stencil;
 mod tensorize;
 
 use std::collections::{HashMap, HashSet};

@@ -259,7 +259,8 @@ fn project_fill(
         Stmt::Store { .. }
         | Stmt::MicroKernelCall(_)
         | Stmt::RowMathCall(_)
-        | Stmt::PackCall(_) => None,
+        | Stmt::PackCall(_)
+        | Stmt::StencilCall(_) => None,
         Stmt::Seq(items) => {
             let items: Vec<Stmt> = items.iter().filter_map(&project).collect();
             (!items.is_empty()).then_some(Stmt::Seq(items))

@@ -83,7 +83,7 @@ pub(super) fn block_counts<const N: usize>(
 }
 
 /// Whether `e` reads any of the loop variables `vars`.
-fn reads_any(e: &Expr, vars: &[Var]) -> bool {
+pub(super) fn reads_any(e: &Expr, vars: &[Var]) -> bool {
     e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if vars.iter().any(|b| b.id() == v.id())))
 }
 
@@ -110,7 +110,7 @@ impl Lowering<'_> {
         t: &Tensorized,
     ) -> Result<usize, LowerError> {
         self.state
-            .tensorize_block(index, t.iter)
+            .tensorize_block(index, t.iter, &t.kernel)
             .map_err(|reason| self.tensorize_error(index, reason))
     }
 

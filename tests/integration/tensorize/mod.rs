@@ -44,4 +44,5 @@ mod constant_copies;
 mod kernels;
 mod pack;
 mod sketches;
+mod stencil;
 pub(crate) mod step;
