@@ -44,6 +44,7 @@ fn the_rules_are_tried_in_ansors_order() {
             "always_inline",
             "inline_padding",
             "padding_at_consumer",
+            "stencil_rows",
             "multi_level_tiling_with_fusion",
             "tensorize_into_fused_consumer",
             "multi_level_tiling_with_packing",
@@ -554,4 +555,31 @@ fn padding_is_computed_in_its_window_consumers_plane_or_row_loop() {
     // No padding stage, no window consumer.
     let matmul = stages_of(&dag_of("matmul", "M=8,N=8,K=8"));
     assert!(matmul.iter().all(|s| s.window_consumer.is_none()));
+}
+
+#[test]
+fn stencil_rows_apply_to_a_depthwise_window_and_not_to_a_gemm() {
+    let applies = |op: &str, shape: &str, stage: &str| {
+        conditions(&stage_of(op, shape, stage))
+            .iter()
+            .any(|(name, c)| *name == "stencil_rows" && *c == Condition::Apply)
+    };
+    let depthwise = "N=1,C=8,H=14,W=14,R=3,S=3,stride=2,pad=1";
+    assert!(applies("depthwise_conv2d", depthwise, "depthwise_conv2d"));
+    // Input channels summed outside the window: a GEMM.
+    assert!(!applies(
+        "conv2d",
+        "N=1,C=4,H=14,W=14,K=8,R=3,S=3",
+        "conv2d"
+    ));
+    assert!(applies("conv2d", "N=1,C=1,H=14,W=14,K=8,R=3,S=3", "conv2d"));
+    assert!(!applies("matmul", "M=16,N=16,K=16", "C"));
+    let sketches = sketches_of("depthwise_conv2d", depthwise);
+    let stencil: Vec<&str> = sketches
+        .iter()
+        .filter(|s| s.name.contains("_stencil)"))
+        .map(|s| s.name.as_str())
+        .collect();
+    let wide = crate::runtime::stencil::allowed_isas(&Target::from_env());
+    assert_eq!(stencil.is_empty(), wide.is_empty(), "{stencil:?}");
 }
