@@ -92,6 +92,11 @@ impl Affine {
                     (None, None) => unreachable!("one factor is a constant"),
                 }
             }
+            // `floordiv(x, 1)` is `x` (a grouped convolution's one channel
+            // per group: `floordiv(c, 1) * 1 + rc`).
+            ExprKind::Binary(BinOp::FloorDiv, a, b) if linear_node && b.as_int() == Some(1) => {
+                self.add_expr(a, scale, how)
+            }
             ExprKind::Cast(a) if how.through_casts => self.add_expr(a, scale, how),
             ExprKind::Const(Const::Int(v)) => {
                 self.constant = self.constant.wrapping_add(scale.wrapping_mul(*v));

@@ -20,6 +20,11 @@ fn builds_from_sums_differences_and_constant_products() {
     // Constant on either side of a product, and constant folding.
     let form = Affine::of(&(4 * i.expr() + Expr::i64(3) * Expr::i64(2)));
     assert_eq!((form.constant, form.coefficient(i.id())), (6, Some(4)));
+    // Division by 1 is no division (a grouped convolution's channel).
+    let form = Affine::of(&(floordiv(i.expr() * 2 + j.expr(), 1) * 1 + 3));
+    assert_eq!(form.coefficient(i.id()), Some(2));
+    assert_eq!(form.coefficient(j.id()), Some(1));
+    assert_eq!(form.constant, 3);
 }
 
 #[test]

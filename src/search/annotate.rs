@@ -449,10 +449,18 @@ pub fn materialize(
                 .into_iter()
                 .min()
                 .map_or(usize::MAX, |p| p + 1);
+            // Nor a loop of a tensorized block: the call runs it whole.
+            let stage = &state.stages()[index];
+            let block_start = stage
+                .tensorize
+                .as_ref()
+                .and_then(|t| stage.leaves.iter().position(|&l| l == t.iter))
+                .unwrap_or(usize::MAX);
             let leading: Vec<String> = loops
                 .iter()
                 .take(loops.len().saturating_sub(1).max(1))
                 .take(attach_depth)
+                .take(block_start)
                 .take_while(|(_, kind, _)| *kind == IterKind::Spatial)
                 .scan(0, |real, (name, _, extent)| {
                     // Loops of extent 1 ride along: they add no parallelism.

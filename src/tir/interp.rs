@@ -335,18 +335,8 @@ impl Machine<'_> {
                     accumulate,
                     operands,
                 } = op.as_ref();
-                let mut c = [0i64; 3];
-                for (slot, node) in c.iter_mut().zip(counts) {
-                    *slot = eval(node, &self.env, &self.buffers)
-                        .map_err(|f| self.fault(f, "load"))?
-                        .as_i64()
-                        .max(0);
-                }
-                let accumulate = eval(accumulate, &self.env, &self.buffers)
-                    .map_err(|f| self.fault(f, "load"))?
-                    .as_i64()
-                    != 0;
-                self.micro_kernel_call([c[0], c[1], c[2]], accumulate, operands)?
+                let (c, accumulate) = self.call_counts(counts, accumulate)?;
+                self.micro_kernel_call(c, accumulate, operands)?
             }
             Op::StencilCall(op) => {
                 let StencilOp {
@@ -354,17 +344,7 @@ impl Machine<'_> {
                     accumulate,
                     operands,
                 } = op.as_ref();
-                let mut c = [0i64; 3];
-                for (slot, node) in c.iter_mut().zip(counts) {
-                    *slot = eval(node, &self.env, &self.buffers)
-                        .map_err(|f| self.fault(f, "load"))?
-                        .as_i64()
-                        .max(0);
-                }
-                let accumulate = eval(accumulate, &self.env, &self.buffers)
-                    .map_err(|f| self.fault(f, "load"))?
-                    .as_i64()
-                    != 0;
+                let (c, accumulate) = self.call_counts(counts, accumulate)?;
                 self.stencil_call(c, accumulate, operands)?
             }
             Op::PackCall(op) => {
@@ -380,6 +360,26 @@ impl Machine<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A call's counts (negative ones as 0) and whether it accumulates.
+    fn call_counts(
+        &self,
+        counts: &[Node; 3],
+        accumulate: &Node,
+    ) -> Result<([i64; 3], bool), TirInterpError> {
+        let mut c = [0i64; 3];
+        for (slot, node) in c.iter_mut().zip(counts) {
+            *slot = eval(node, &self.env, &self.buffers)
+                .map_err(|f| self.fault(f, "load"))?
+                .as_i64()
+                .max(0);
+        }
+        let accumulate = eval(accumulate, &self.env, &self.buffers)
+            .map_err(|f| self.fault(f, "load"))?
+            .as_i64()
+            != 0;
+        Ok((c, accumulate))
     }
 
     /// `buffer[j] = function(buffer[j])` for `j < count`, through the

@@ -91,12 +91,7 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
         Stmt::MicroKernelCall(call) => {
             let operand = |o: &super::ir::MicroKernelOperand| operand(f, o);
             let [m, n, kc] = &call.counts;
-            // `=` from zero, `+=` onto C, `(+)=` decided per call.
-            let (assign, when) = match call.accumulate.as_int() {
-                Some(0) => ("=", String::new()),
-                Some(_) => ("+=", String::new()),
-                None => ("(+)=", format!(" accumulate={}", call.accumulate)),
-            };
+            let (assign, when) = assignment(&call.accumulate);
             writeln!(
                 out,
                 "{pad}{} {assign} {} @ {}  // micro-kernel {} {}x{}x{} m={m} n={n} kc={kc}{when}",
@@ -111,11 +106,7 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
         }
         Stmt::StencilCall(call) => {
             let [n, r, s] = &call.counts;
-            let (assign, when) = match call.accumulate.as_int() {
-                Some(0) => ("=", String::new()),
-                Some(_) => ("+=", String::new()),
-                None => ("(+)=", format!(" accumulate={}", call.accumulate)),
-            };
+            let (assign, when) = assignment(&call.accumulate);
             writeln!(
                 out,
                 "{pad}{} {assign} sum_rs {} * {}  // stencil {} {}x{}x{} n={n} r={r} s={s}{when}",
@@ -164,6 +155,16 @@ impl fmt::Display for PrimFunc {
 }
 
 /// An operand as `buffer[offset + r*row_stride + c*col_stride]`.
+/// A call's assignment by its `accumulate`: `=` from zero, `+=` onto the
+/// output, `(+)=` decided per call (with the expression that decides).
+fn assignment(accumulate: &crate::te::Expr) -> (&'static str, String) {
+    match accumulate.as_int() {
+        Some(0) => ("=", String::new()),
+        Some(_) => ("+=", String::new()),
+        None => ("(+)=", format!(" accumulate={accumulate}")),
+    }
+}
+
 fn stencil_operand(f: &PrimFunc, o: &super::ir::StencilOperand) -> String {
     let [j, r, s] = o.strides;
     format!(

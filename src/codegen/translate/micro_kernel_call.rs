@@ -53,6 +53,23 @@ impl FnTranslator<'_, '_, '_> {
         })
     }
 
+    /// A runtime call's three counts and its `accumulate`, as `i64` values.
+    pub(super) fn call_counts(
+        &mut self,
+        counts: &[Expr; 3],
+        accumulate: &Expr,
+    ) -> Result<([Value; 3], Value), CodegenError> {
+        let mut values = Vec::with_capacity(3);
+        for count in counts {
+            let v = self.expr(count, false)?;
+            values.push(self.materialize(v, DType::I64));
+        }
+        let accumulate = self.expr(accumulate, false)?;
+        let accumulate = self.materialize(accumulate, DType::I64);
+        let counts = [values[0], values[1], values[2]];
+        Ok((counts, accumulate))
+    }
+
     /// `call.c (+)= call.a · call.b` through the micro-kernel (adding to C
     /// where `call.accumulate` is nonzero).
     pub fn micro_kernel_call(&mut self, call: &MicroKernelCall) -> Result<(), CodegenError> {
@@ -80,13 +97,7 @@ impl FnTranslator<'_, '_, '_> {
         let b = self.operand_address(&call.b)?;
         let c = self.operand_address(&call.c)?;
         let int = |this: &mut Self, v: i64| this.b.ins().iconst(types::I64, v);
-        let mut counts = Vec::with_capacity(3);
-        for count in &call.counts {
-            let v = self.expr(count, false)?;
-            counts.push(self.materialize(v, DType::I64));
-        }
-        let accumulate = self.expr(&call.accumulate, false)?;
-        let accumulate = self.materialize(accumulate, DType::I64);
+        let (counts, accumulate) = self.call_counts(&call.counts, &call.accumulate)?;
         let args = [
             counts[2],
             a,

@@ -4,7 +4,6 @@
 
 use cranelift_codegen::ir::{InstBuilder, types};
 
-use crate::te::DType;
 use crate::tir::StencilCall;
 
 use super::super::error::CodegenError;
@@ -31,13 +30,7 @@ impl FnTranslator<'_, '_, '_> {
         let out = self.element_address(call.out.buffer, &call.out.offset)?;
         let input = self.element_address(call.input.buffer, &call.input.offset)?;
         let weight = self.element_address(call.weight.buffer, &call.weight.offset)?;
-        let mut counts = Vec::with_capacity(3);
-        for count in &call.counts {
-            let v = self.expr(count, false)?;
-            counts.push(self.materialize(v, DType::I64));
-        }
-        let accumulate = self.expr(&call.accumulate, false)?;
-        let accumulate = self.materialize(accumulate, DType::I64);
+        let (counts, accumulate) = self.call_counts(&call.counts, &call.accumulate)?;
         let int = |this: &mut Self, v: i64| this.b.ins().iconst(types::I64, v);
         let [_, in_r, in_s] = call.input.strides;
         let [_, w_r, w_s] = call.weight.strides;

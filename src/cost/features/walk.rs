@@ -193,6 +193,23 @@ impl Walker<'_> {
         }
     }
 
+    /// Enters the loops a call replaces: two serial, the innermost
+    /// vectorized.
+    fn push_call_loops(&mut self, vars: &[Var; 3]) {
+        for (v, kind) in vars
+            .iter()
+            .zip([ForKind::Serial, ForKind::Serial, ForKind::Vectorized])
+        {
+            self.loops.push(LoopCtx {
+                info: LoopInfo {
+                    var: v.id(),
+                    extent: v.extent() as f64,
+                },
+                kind,
+            });
+        }
+    }
+
     /// A stencil call described as the loop nest it replaces: window rows
     /// and columns serial, outputs vectorized,
     /// `out[j] += weight[r, s] · input[j, r, s]` through the strides; marked
@@ -215,18 +232,7 @@ impl Walker<'_> {
             Var::new("stencil.s", taps_s, IterKind::Reduce),
             Var::new("stencil.j", n, IterKind::Spatial),
         ];
-        for (v, kind) in vars
-            .iter()
-            .zip([ForKind::Serial, ForKind::Serial, ForKind::Vectorized])
-        {
-            self.loops.push(LoopCtx {
-                info: LoopInfo {
-                    var: v.id(),
-                    extent: v.extent() as f64,
-                },
-                kind,
-            });
-        }
+        self.push_call_loops(&vars);
         let [r, s, j] = vars.map(|v| v.expr());
         let element = |o: &StencilOperand| {
             let rank = self.func.buffers[o.buffer].shape.len().max(1);
@@ -333,18 +339,7 @@ impl Walker<'_> {
             Var::new("gemm.k", call.kc, IterKind::Reduce),
             Var::new("gemm.n", call.n, IterKind::Spatial),
         ];
-        for (v, kind) in vars
-            .iter()
-            .zip([ForKind::Serial, ForKind::Serial, ForKind::Vectorized])
-        {
-            self.loops.push(LoopCtx {
-                info: LoopInfo {
-                    var: v.id(),
-                    extent: v.extent() as f64,
-                },
-                kind,
-            });
-        }
+        self.push_call_loops(&vars);
         let [m, k, n] = vars.map(|v| v.expr());
         let indices =
             |o: &MicroKernelOperand, row: &Expr, col: &Expr| self.flat_indices(o, row, col);

@@ -441,6 +441,25 @@ fn misses_an_axis(op: &ComputeOp, idx: &[Expr]) -> bool {
         .any(|axis| !uses(idx, axis))
 }
 
+/// The two tensor reads (tensor, indices) of an f32 sum of their product,
+/// when `op` is one and they read different tensors.
+pub(super) fn sum_of_product(op: &ComputeOp) -> Option<[(Tensor, Vec<Expr>); 2]> {
+    let reduction = op.reduction()?;
+    if reduction.op != crate::te::ReduceOp::Sum || reduction.source.dtype() != crate::te::DType::F32
+    {
+        return None;
+    }
+    let ExprKind::Binary(crate::te::BinOp::Mul, x, y) = reduction.source.kind() else {
+        return None;
+    };
+    let read = |e: &Expr| match e.kind() {
+        ExprKind::Read(t, idx) => Some((t.clone(), idx.clone())),
+        _ => None,
+    };
+    let (x, y) = (read(x)?, read(y)?);
+    (x.0 != y.0).then_some([x, y])
+}
+
 /// Whether any of the indices `idx` mentions `axis`.
 pub(super) fn uses(idx: &[Expr], axis: &Var) -> bool {
     idx.iter()

@@ -10,9 +10,9 @@
 use crate::runtime::Target;
 use crate::runtime::stencil;
 use crate::schedule::Step;
-use crate::te::{BinOp, ComputeOp, DType, ExprKind, ReduceOp, Var};
+use crate::te::{ComputeOp, Var};
 
-use super::stage::{Stage, uses};
+use super::stage::{Stage, sum_of_product, uses};
 use super::{Condition, SketchRule, SketchStep, Variant, VariantKind, site};
 
 /// The stencil roles of a stage's axes and operands.
@@ -36,20 +36,7 @@ struct StencilShape {
 /// nothing else longer than 1.
 fn stencil_shape(op: &ComputeOp) -> Option<StencilShape> {
     let reduction = op.reduction()?;
-    if reduction.op != ReduceOp::Sum || reduction.source.dtype() != DType::F32 {
-        return None;
-    }
-    let ExprKind::Binary(BinOp::Mul, x, y) = reduction.source.kind() else {
-        return None;
-    };
-    let read = |e: &crate::te::Expr| match e.kind() {
-        ExprKind::Read(t, idx) => Some((t.clone(), idx.clone())),
-        _ => None,
-    };
-    let (x, y) = (read(x)?, read(y)?);
-    if x.0 == y.0 {
-        return None;
-    }
+    let [x, y] = sum_of_product(op)?;
     let row_position = op.axes.iter().rposition(|a| a.extent() > 1)?;
     let row = op.axes[row_position].clone();
     let (input, weight) = match (uses(&x.1, &row), uses(&y.1, &row)) {
@@ -57,13 +44,16 @@ fn stencil_shape(op: &ComputeOp) -> Option<StencilShape> {
         (false, true) => (y, x),
         _ => return None,
     };
-    // The window: the last two reduction axes the input reads, at least
+    // The window: the last two reduction axes the input reads beside an
+    // output axis (sliding with it: `y + r`, not a channel `rc`), at least
     // one of them longer than 1 (else it is no window).
-    let windowed: Vec<&Var> = reduction
-        .axes
-        .iter()
-        .filter(|r| uses(&input.1, r))
-        .collect();
+    let slides = |r: &Var| {
+        input.1.iter().any(|index| {
+            let one = std::slice::from_ref(index);
+            uses(one, r) && op.axes.iter().any(|a| uses(one, a))
+        })
+    };
+    let windowed: Vec<&Var> = reduction.axes.iter().filter(|r| slides(r)).collect();
     let [outer, inner] = windowed.get(windowed.len().checked_sub(2)?..)? else {
         return None;
     };

@@ -17,9 +17,9 @@ use crate::arith::Affine;
 use crate::runtime::Target;
 use crate::runtime::micro_kernels::MicroKernel;
 use crate::schedule::Step;
-use crate::te::{BinOp, ComputeOp, DType, ExprKind, Var};
+use crate::te::{ComputeOp, Var};
 
-use super::stage::{Stage, uses};
+use super::stage::{Stage, sum_of_product, uses};
 use super::{Condition, SketchRule, SketchStep, TileRole, Variant, VariantKind, site};
 
 /// Kernels offered per stage (the best fitting ones).
@@ -61,20 +61,7 @@ struct GemmShape {
 /// the longest reduction axis both read.
 fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
     let reduction = op.reduction()?;
-    if reduction.op != crate::te::ReduceOp::Sum || reduction.source.dtype() != DType::F32 {
-        return None;
-    }
-    let ExprKind::Binary(BinOp::Mul, x, y) = reduction.source.kind() else {
-        return None;
-    };
-    let read = |e: &crate::te::Expr| match e.kind() {
-        ExprKind::Read(t, idx) => Some((t.clone(), idx.clone())),
-        _ => None,
-    };
-    let (x, y) = (read(x)?, read(y)?);
-    if x.0 == y.0 {
-        return None;
-    }
+    let [x, y] = sum_of_product(op)?;
     let n = op.axes.iter().rev().find(|a| a.extent() > 1)?.clone();
     let ((a_t, a_idx), (b_t, b_idx)) = match (uses(&x.1, &n), uses(&y.1, &n)) {
         (false, true) => (x, y),

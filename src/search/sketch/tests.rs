@@ -574,6 +574,8 @@ fn stencil_rows_apply_to_a_depthwise_window_and_not_to_a_gemm() {
     ));
     assert!(applies("conv2d", "N=1,C=1,H=14,W=14,K=8,R=3,S=3", "conv2d"));
     assert!(!applies("matmul", "M=16,N=16,K=16", "C"));
+    // A channel summed beside one window axis is no two-axis window.
+    assert!(!applies("conv1d", "N=1,C=8,L=32,K=8,R=3", "conv1d"));
     let sketches = sketches_of("depthwise_conv2d", depthwise);
     let stencil: Vec<&str> = sketches
         .iter()

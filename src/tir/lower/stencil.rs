@@ -7,10 +7,10 @@
 //! the block's loops with nonnegative strides.
 
 use crate::schedule::{IterId, TENSORIZE_BLOCK};
-use crate::te::{BinOp, DType, Expr, ExprKind, IterKind, Var};
+use crate::te::{Expr, IterKind, Var};
 
 use super::super::ir::{BufferId, StencilCall, StencilOperand, Stmt};
-use super::tensorize::{BlockForm, block_counts, block_form, flat, reads_any};
+use super::tensorize::{BlockForm, accumulate_from, guarded_by};
 use super::{LowerError, Lowering};
 
 impl Lowering<'_> {
@@ -30,21 +30,11 @@ impl Lowering<'_> {
         reductions: &[Var],
     ) -> Result<(Stmt, bool), LowerError> {
         let stage = &self.state.stages()[index];
-        let err = |reason: String| LowerError::Tensorize {
-            stage: stage.name.clone(),
-            reason,
-        };
-        let name = stage
-            .tensorize
-            .as_ref()
-            .map(|t| t.kernel.clone())
-            .unwrap_or_default();
+        let err = |reason: String| self.tensorize_error(index, reason);
+        let name = self.intrinsic_name(index);
         let primitive = crate::runtime::stencil::find(&name)
             .ok_or_else(|| err(format!("no stencil primitive '{name}'")))?;
-        let vars: Vec<Var> = block
-            .iter()
-            .map(|l| self.layouts[index].leaf_vars[l].clone())
-            .collect();
+        let vars = self.block_vars(index, block);
         // Block positions: the output row, then the window's two loops in
         // block order.
         let row = (0..TENSORIZE_BLOCK)
@@ -52,45 +42,15 @@ impl Lowering<'_> {
             .ok_or_else(|| err("the block has no spatial loop".into()))?;
         let window: Vec<usize> = (0..TENSORIZE_BLOCK).filter(|&p| p != row).collect();
         let order = [row, window[0], window[1]];
-        let (counts, outside) = block_counts::<TENSORIZE_BLOCK>(&vars, predicates).map_err(|p| {
-            err(format!(
-                "a loop of the block has a guard ({p}) that is not an upper bound on one of its loops"
-            ))
-        })?;
-        let ExprKind::Binary(BinOp::Mul, x, y) = value.kind() else {
-            return Err(err(format!(
-                "the reduction body must be a product of two tensor reads, not {value}"
-            )));
-        };
-        let read = |e: &Expr| -> Result<(BufferId, Vec<Expr>), LowerError> {
-            match e.kind() {
-                ExprKind::Read(t, idx) if e.dtype() == DType::F32 => {
-                    let id = self
-                        .buffers
-                        .iter()
-                        .position(|b| b.handle.id() == t.id())
-                        .ok_or_else(|| err(format!("'{}' is not a buffer", t.name())))?;
-                    Ok((id, idx.clone()))
-                }
-                _ => Err(err(format!(
-                    "the reduction body must be a product of two f32 tensor reads; '{e}' is not one (inline nothing into it)"
-                ))),
-            }
-        };
-        let form = |id: BufferId, idx: &[Expr]| -> Result<BlockForm, LowerError> {
-            block_form(&flat(idx, &self.buffers[id].shape), &vars).ok_or_else(|| {
-                err(format!(
-                    "'{}' is indexed non-linearly in the block's loops",
-                    self.buffers[id].name
-                ))
-            })
-        };
+        let (counts, outside) = self.block_counts(index, &vars, predicates)?;
+        let (out, [(xb, xf), (yb, yf)]) =
+            self.product_operands(index, &vars, buffer, store_index, value)?;
         let operand = |id: BufferId, f: BlockForm| StencilOperand {
             buffer: id,
             offset: f.residual.clone(),
             strides: order.map(|p| f.coefs[p]),
         };
-        let out = operand(buffer, form(buffer, store_index)?);
+        let out = operand(buffer, out);
         if out.strides != [1, 0, 0] {
             return Err(err(format!(
                 "the output '{}' must be contiguous along the row '{}' and not move with the window (strides {:?} over {})",
@@ -100,9 +60,7 @@ impl Lowering<'_> {
                 order.map(|p| vars[p].name().to_string()).join(", ")
             )));
         }
-        let (xb, xi) = read(x)?;
-        let (yb, yi) = read(y)?;
-        let (xo, yo) = (operand(xb, form(xb, &xi)?), operand(yb, form(yb, &yi)?));
+        let (xo, yo) = (operand(xb, xf), operand(yb, yf));
         let (input, weight) = match (xo.strides[0], yo.strides[0]) {
             (0, s) if s > 0 => (yo, xo),
             (s, 0) if s > 0 => (xo, yo),
@@ -123,13 +81,7 @@ impl Lowering<'_> {
                 input.strides, weight.strides
             )));
         }
-        let accumulate = (!outside.iter().any(|p| reads_any(p, reductions))).then(|| {
-            reductions
-                .iter()
-                .map(|v| v.expr())
-                .reduce(|a, b| a + b)
-                .unwrap_or_else(|| Expr::i64(0))
-        });
+        let accumulate = accumulate_from(&outside, reductions);
         let from_zero = accumulate.is_some();
         let call = StencilCall {
             isa: primitive.isa,
@@ -140,15 +92,9 @@ impl Lowering<'_> {
             weight,
             accumulate: accumulate.unwrap_or_else(|| Expr::i64(1)),
         };
-        let stmt = Stmt::StencilCall(Box::new(call));
-        let stmt = match outside.into_iter().reduce(|a, b| a & b) {
-            Some(cond) => Stmt::IfThenElse {
-                cond,
-                then: Box::new(stmt),
-                otherwise: None,
-            },
-            None => stmt,
-        };
-        Ok((stmt, from_zero))
+        Ok((
+            guarded_by(outside, Stmt::StencilCall(Box::new(call))),
+            from_zero,
+        ))
     }
 }

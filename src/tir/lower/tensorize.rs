@@ -83,8 +83,33 @@ pub(super) fn block_counts<const N: usize>(
 }
 
 /// Whether `e` reads any of the loop variables `vars`.
-pub(super) fn reads_any(e: &Expr, vars: &[Var]) -> bool {
+fn reads_any(e: &Expr, vars: &[Var]) -> bool {
     e.any(&mut |x| matches!(x.kind(), ExprKind::Var(v) if vars.iter().any(|b| b.id() == v.id())))
+}
+
+/// A call's `accumulate`: the sum of the reduction loops between the init
+/// and the block, unless a guard outside the block reads them (then none:
+/// the call always adds).
+pub(super) fn accumulate_from(outside: &[Expr], reductions: &[Var]) -> Option<Expr> {
+    (!outside.iter().any(|p| reads_any(p, reductions))).then(|| {
+        reductions
+            .iter()
+            .map(|v| v.expr())
+            .reduce(|a, b| a + b)
+            .unwrap_or_else(|| Expr::i64(0))
+    })
+}
+
+/// `call` under the conjunction of the guards outside its block.
+pub(super) fn guarded_by(outside: Vec<Expr>, call: Stmt) -> Stmt {
+    match outside.into_iter().reduce(|a, b| a & b) {
+        Some(cond) => Stmt::IfThenElse {
+            cond,
+            then: Box::new(call),
+            otherwise: None,
+        },
+        None => call,
+    }
 }
 
 /// Which block loop plays which part.
@@ -95,7 +120,7 @@ struct Roles {
 }
 
 impl Lowering<'_> {
-    fn tensorize_error(&self, index: usize, reason: String) -> LowerError {
+    pub(super) fn tensorize_error(&self, index: usize, reason: String) -> LowerError {
         LowerError::Tensorize {
             stage: self.state.stages()[index].name.clone(),
             reason,
@@ -135,13 +160,8 @@ impl Lowering<'_> {
         predicates: Vec<Expr>,
         reductions: &[Var],
     ) -> Result<(Stmt, bool), LowerError> {
-        let stage = &self.state.stages()[index];
         let err = |reason: String| self.tensorize_error(index, reason);
-        let name = stage
-            .tensorize
-            .as_ref()
-            .map(|t| t.kernel.clone())
-            .unwrap_or_default();
+        let name = self.intrinsic_name(index);
         let kernel = micro_kernels::find(&name).ok_or_else(|| {
             err(format!(
                 "no micro-kernel '{name}' (known: {})",
@@ -152,50 +172,12 @@ impl Lowering<'_> {
                     .join(", ")
             ))
         })?;
-        let vars: Vec<Var> = block
-            .iter()
-            .map(|l| self.layouts[index].leaf_vars[l].clone())
-            .collect();
+        let vars = self.block_vars(index, block);
         // A guard `v + rest < bound` on one block loop shortens the call to
         // `bound - rest` along it (the kernel's edge tiles).
-        let (counts, outside) = block_counts::<TENSORIZE_BLOCK>(&vars, predicates).map_err(|p| {
-            err(format!(
-                "a loop of the block has a guard ({p}) that is not an upper bound on one of its loops"
-            ))
-        })?;
-        let ExprKind::Binary(BinOp::Mul, x, y) = value.kind() else {
-            return Err(err(format!(
-                "the reduction body must be a product of two tensor reads, not {value}"
-            )));
-        };
-        let read = |e: &Expr| -> Result<(BufferId, Vec<Expr>), LowerError> {
-            match e.kind() {
-                ExprKind::Read(t, idx) if e.dtype() == DType::F32 => {
-                    let id = self
-                        .buffers
-                        .iter()
-                        .position(|b| b.handle.id() == t.id())
-                        .ok_or_else(|| err(format!("'{}' is not a buffer", t.name())))?;
-                    Ok((id, idx.clone()))
-                }
-                _ => Err(err(format!(
-                    "the reduction body must be a product of two f32 tensor reads; '{e}' is not one (inline nothing into it)"
-                ))),
-            }
-        };
-        let operand_form = |id: BufferId, idx: &[Expr]| -> Result<BlockForm, LowerError> {
-            let f = flat(idx, &self.buffers[id].shape);
-            block_form(&f, &vars).ok_or_else(|| {
-                err(format!(
-                    "'{}' is indexed non-linearly in the block's loops",
-                    self.buffers[id].name
-                ))
-            })
-        };
-        let c = operand_form(buffer, store_index)?;
-        let (xb, xi) = read(x)?;
-        let (yb, yi) = read(y)?;
-        let (xf, yf) = (operand_form(xb, &xi)?, operand_form(yb, &yi)?);
+        let (counts, outside) = self.block_counts(index, &vars, predicates)?;
+        let (c, [(xb, xf), (yb, yf)]) =
+            self.product_operands(index, &vars, buffer, store_index, value)?;
         let roles = self.roles(index, block, &c)?;
         // B varies along n with stride 1 and not along m; A not along n.
         let is_b = |f: &BlockForm| f.coefs[roles.n] == 1 && f.coefs[roles.m] == 0;
@@ -242,13 +224,7 @@ impl Lowering<'_> {
                 row_stride: f.coefs[row],
                 col_stride: col.map_or(1, |c| f.coefs[c]),
             };
-        let accumulate = (!outside.iter().any(|p| reads_any(p, reductions))).then(|| {
-            reductions
-                .iter()
-                .map(|v| v.expr())
-                .reduce(|a, b| a + b)
-                .unwrap_or_else(|| Expr::i64(0))
-        });
+        let accumulate = accumulate_from(&outside, reductions);
         let from_zero = accumulate.is_some();
         let call = MicroKernelCall {
             kernel: kernel.name.to_string(),
@@ -265,16 +241,92 @@ impl Lowering<'_> {
             c: operand(buffer, c, roles.m, None),
             accumulate: accumulate.unwrap_or_else(|| Expr::i64(1)),
         };
-        let stmt = Stmt::MicroKernelCall(Box::new(call));
-        let stmt = match outside.into_iter().reduce(|a, b| a & b) {
-            Some(cond) => Stmt::IfThenElse {
-                cond,
-                then: Box::new(stmt),
-                otherwise: None,
-            },
-            None => stmt,
+        Ok((
+            guarded_by(outside, Stmt::MicroKernelCall(Box::new(call))),
+            from_zero,
+        ))
+    }
+
+    /// The intrinsic stage `index` is tensorized with (empty when none).
+    pub(super) fn intrinsic_name(&self, index: usize) -> String {
+        self.state.stages()[index]
+            .tensorize
+            .as_ref()
+            .map(|t| t.kernel.clone())
+            .unwrap_or_default()
+    }
+
+    /// The loop variables of the block `block` of stage `index`.
+    pub(super) fn block_vars(&self, index: usize, block: &[IterId]) -> Vec<Var> {
+        block
+            .iter()
+            .map(|l| self.layouts[index].leaf_vars[l].clone())
+            .collect()
+    }
+
+    /// The counts along the block's loops and the guards outside the block
+    /// (see [`block_counts`]), or the error naming the guard that is neither.
+    pub(super) fn block_counts(
+        &self,
+        index: usize,
+        vars: &[Var],
+        predicates: Vec<Expr>,
+    ) -> Result<(Vec<Expr>, Vec<Expr>), LowerError> {
+        block_counts::<TENSORIZE_BLOCK>(vars, predicates).map_err(|p| {
+            self.tensorize_error(
+                index,
+                format!(
+                    "a loop of the block has a guard ({p}) that is not an upper bound on one of its loops"
+                ),
+            )
+        })
+    }
+
+    /// The block forms of the store `buffer[store_index]` and of the two
+    /// f32 reads whose product `value` is, over the block's loops `vars`.
+    pub(super) fn product_operands(
+        &self,
+        index: usize,
+        vars: &[Var],
+        buffer: BufferId,
+        store_index: &[Expr],
+        value: &Expr,
+    ) -> Result<(BlockForm, [(BufferId, BlockForm); 2]), LowerError> {
+        let err = |reason: String| self.tensorize_error(index, reason);
+        let ExprKind::Binary(BinOp::Mul, x, y) = value.kind() else {
+            return Err(err(format!(
+                "the reduction body must be a product of two tensor reads, not {value}"
+            )));
         };
-        Ok((stmt, from_zero))
+        let read = |e: &Expr| -> Result<(BufferId, Vec<Expr>), LowerError> {
+            match e.kind() {
+                ExprKind::Read(t, idx) if e.dtype() == DType::F32 => {
+                    let id = self
+                        .buffers
+                        .iter()
+                        .position(|b| b.handle.id() == t.id())
+                        .ok_or_else(|| err(format!("'{}' is not a buffer", t.name())))?;
+                    Ok((id, idx.clone()))
+                }
+                _ => Err(err(format!(
+                    "the reduction body must be a product of two f32 tensor reads; '{e}' is not one (inline nothing into it)"
+                ))),
+            }
+        };
+        let form = |id: BufferId, idx: &[Expr]| -> Result<BlockForm, LowerError> {
+            block_form(&flat(idx, &self.buffers[id].shape), vars).ok_or_else(|| {
+                err(format!(
+                    "'{}' is indexed non-linearly in the block's loops",
+                    self.buffers[id].name
+                ))
+            })
+        };
+        let (xb, xi) = read(x)?;
+        let (yb, yi) = read(y)?;
+        Ok((
+            form(buffer, store_index)?,
+            [(xb, form(xb, &xi)?), (yb, form(yb, &yi)?)],
+        ))
     }
 
     /// The m, n and k loops of the block from the output's access: n is the

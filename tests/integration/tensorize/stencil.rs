@@ -5,18 +5,17 @@
 //! each checked through the IR interpreter and the JIT against the
 //! reference; blocks that do not fit are typed errors.
 
-use super::step::steps;
+use super::step::{check_calls, steps};
 use super::*;
 
-use common::{assert_close, build, random_inputs, reduction_length, reference};
+use common::build;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use tessera::codegen::{CodegenOptions, compile};
 use tessera::runtime::stencil;
 use tessera::schedule::{State, StepErrorKind};
 use tessera::search::{generate_sketches, materialize, random_decisions};
 use tessera::te::ComputeDag;
-use tessera::tir::{self, Stmt};
+use tessera::tir::Stmt;
 
 /// The stencil primitives this host may run, widest first; the ones left
 /// out are said.
@@ -41,37 +40,18 @@ fn primitives() -> Vec<&'static stencil::StencilPrimitive> {
     out
 }
 
-/// Lowers `steps` on `dag`, checks it calls the stencil `calls` times or
-/// more (at least once), and compares the IR interpreter and the JIT with
-/// the reference.
-fn check_stencil(label: &str, dag: &ComputeDag, steps: &[tessera::schedule::Step]) {
-    let state = State::replay(dag, steps).unwrap_or_else(|e| panic!("{label}: {e}"));
-    let func = tir::lower(&state).unwrap_or_else(|e| panic!("{label}: lowering: {e}"));
-    let mut calls = 0;
-    func.body
-        .visit(&mut |s| calls += usize::from(matches!(s, Stmt::StencilCall(_))));
-    assert!(calls >= 1, "{label}: a stencil call in\n{func}");
-    let inputs = random_inputs(dag, 7);
-    let want = reference(dag, &inputs);
-    let interpreted =
-        tir::run(&func, &inputs).unwrap_or_else(|e| panic!("{label}: IR: {e}\n{func}"));
-    assert_close(
-        &format!("{label} (IR)"),
-        &interpreted,
-        &want,
-        reduction_length(dag),
-    );
-    let kernel = compile(&func, &CodegenOptions::for_target(host()))
-        .unwrap_or_else(|e| panic!("{label}: compile: {e}\n{func}"));
-    let compiled = kernel
-        .run_host(&inputs)
-        .unwrap_or_else(|e| panic!("{label}: run: {e}"));
-    assert_close(
-        &format!("{label} (JIT)"),
-        &compiled,
-        &want,
-        reduction_length(dag),
-    );
+/// Lowers `steps` on `dag`, checks it calls the stencil at least once, and
+/// compares the IR interpreter and the JIT (for `target`) with the reference.
+fn check_stencil(
+    target: &Target,
+    label: &str,
+    dag: &ComputeDag,
+    steps: &[tessera::schedule::Step],
+) {
+    let count = |s: &Stmt, n| n + usize::from(matches!(s, Stmt::StencilCall(_)));
+    check_calls(target, label, dag, steps, "stencil calls", count, |n| {
+        n >= 1
+    });
 }
 
 /// `depthwise_conv2d` with the padding per channel plane and each output
@@ -147,16 +127,19 @@ fn depthwise_rows_as_stencil_calls_match_the_reference() {
                 p.name
             );
             check_stencil(
+                &host(),
                 &format!("{label} rows"),
                 &dag,
                 &depthwise_steps(p.name, pad > 0, None, true),
             );
             check_stencil(
+                &host(),
                 &format!("{label} rows split 16"),
                 &dag,
                 &depthwise_steps(p.name, pad > 0, Some(16), false),
             );
             check_stencil(
+                &host(),
                 &format!("{label} rows split 5"),
                 &dag,
                 &depthwise_steps(p.name, pad > 0, Some(5), true),
@@ -215,10 +198,10 @@ fn a_depthwise_block_tensorized_with_a_gemm_kernel_or_a_gemm_block_with_a_stenci
 /// The depthwise convolution of a MobileNet block as a model task has it:
 /// padding, the convolution, a per-channel bias and a clip to [0, 6].
 fn depthwise_bias_clip(c: i64, hw: i64, stride: i64) -> ComputeDag {
-    use tessera::te::{DType, compute, max, min, placeholder, reduce_axis, select, sum};
+    use tessera::te::{DType, compute, floordiv, max, min, placeholder, reduce_axis, select, sum};
     let out = (hw + 2 - 3) / stride + 1;
     let data = placeholder("data", &[1, c, hw, hw], DType::F32);
-    let weight = placeholder("weight", &[c, 3, 3], DType::F32);
+    let weight = placeholder("weight", &[c, 1, 3, 3], DType::F32);
     let bias = placeholder("bias", &[c], DType::F32);
     let padded = compute("pad", &[1, c, hw + 2, hw + 2], |ix| {
         let inside = ix[2].ge(1) & ix[2].lt(hw + 1) & ix[3].ge(1) & ix[3].lt(hw + 1);
@@ -228,16 +211,19 @@ fn depthwise_bias_clip(c: i64, hw: i64, stride: i64) -> ComputeDag {
             0.0f32,
         )
     });
+    // As the ONNX importer writes a grouped convolution: the group's one
+    // input channel as a reduction axis of extent 1.
+    let rc = reduce_axis(1, "rc");
     let (rr, rs) = (reduce_axis(3, "rr"), reduce_axis(3, "rs"));
     let conv = compute("conv", &[1, c, out, out], |ix| {
         sum(
             padded.at([
                 ix[0].clone(),
-                ix[1].clone(),
+                floordiv(&ix[1], 1) * 1 + &rc,
                 &ix[2] * stride + &rr,
                 &ix[3] * stride + &rs,
-            ]) * weight.at([&ix[1], &rr, &rs]),
-            [&rr, &rs],
+            ]) * weight.at([ix[1].clone(), rc.clone(), rr.clone(), rs.clone()]),
+            [&rc, &rr, &rs],
         )
     });
     let biased = compute("bias_add", &[1, c, out, out], |ix| {
@@ -269,12 +255,20 @@ fn stencil_sketches_filled_at_random_match_the_reference() {
         ("depthwise+bias+clip", depthwise_bias_clip(4, 18, 1)),
         ("depthwise+bias+clip /2", depthwise_bias_clip(3, 15, 2)),
     ];
-    for (label, dag) in &dags {
-        let sketches: Vec<_> = generate_sketches(dag, &host())
+    // Under every cap that still allows a stencil primitive.
+    let caps: Vec<Target> = coverage()
+        .covered()
+        .iter()
+        .map(|&isa| host().with_isa_cap(isa))
+        .filter(|t| !stencil::allowed_isas(t).is_empty())
+        .collect();
+    for ((label, dag), target) in dags.iter().flat_map(|d| caps.iter().map(move |t| (d, t))) {
+        let sketches: Vec<_> = generate_sketches(dag, target)
             .into_iter()
             .filter(|s| s.name.contains("_stencil)"))
             .collect();
         assert!(!sketches.is_empty(), "{label}: no stencil sketch");
+        let label = format!("{label} (ISA cap {})", target.isa());
         for sketch in &sketches {
             for seed in 0..3 {
                 let mut rng = StdRng::seed_from_u64(seed);
@@ -282,6 +276,7 @@ fn stencil_sketches_filled_at_random_match_the_reference() {
                 let state = materialize(dag, sketch, &decisions)
                     .unwrap_or_else(|e| panic!("{label} [{}]: {e}", sketch.name));
                 check_stencil(
+                    target,
                     &format!("{label} [{}] {decisions:?}", sketch.name),
                     dag,
                     state.steps(),

@@ -23,12 +23,35 @@ pub(super) fn steps(json: &str) -> Vec<Step> {
 /// and compares the IR interpreter and the JIT (compiled for `target`) with
 /// the reference.
 pub(super) fn check_tensorized(target: &Target, label: &str, dag: &ComputeDag, steps: &[Step]) {
+    check_calls(
+        target,
+        label,
+        dag,
+        steps,
+        "one micro-kernel call",
+        |s, n| n + usize::from(matches!(s, Stmt::MicroKernelCall(_))),
+        |n| n == 1,
+    );
+}
+
+/// Lowers `steps` on `dag`, counts its calls with `count` (folded over
+/// every statement), checks the count with `expected` (described by
+/// `what`), and compares the IR interpreter and the JIT (compiled for
+/// `target`) with the reference.
+pub(super) fn check_calls(
+    target: &Target,
+    label: &str,
+    dag: &ComputeDag,
+    steps: &[Step],
+    what: &str,
+    count: fn(&Stmt, usize) -> usize,
+    expected: fn(usize) -> bool,
+) {
     let state = State::replay(dag, steps).unwrap_or_else(|e| panic!("{label}: {e}"));
     let func = tir::lower(&state).unwrap_or_else(|e| panic!("{label}: lowering: {e}"));
     let mut calls = 0;
-    func.body
-        .visit(&mut |s| calls += usize::from(matches!(s, Stmt::MicroKernelCall(_))));
-    assert_eq!(calls, 1, "{label}: one call in\n{func}");
+    func.body.visit(&mut |s| calls = count(s, calls));
+    assert!(expected(calls), "{label}: {what}, {calls} found in\n{func}");
     let inputs = random_inputs(dag, 11);
     let want = reference(dag, &inputs);
     let interpreted =
