@@ -16,10 +16,14 @@
 //! bit-identical to that loop written with [`f32::mul_add`].
 //!
 //! Primitives exist per instruction set ([`Isa::Avx2Fma`],
-//! [`Isa::Avx512`], x86-64 only); the registry ([`all_primitives`],
-//! [`find`], [`primitive_for`]) says which are compiled in, a [`Target`]
-//! which this CPU may run ([`allowed_isas`]). [`run`] is the checked call.
+//! [`Isa::Avx512`], x86-64 only), each the one row algorithm (`algorithm`)
+//! instantiated over that ISA's vector operations; the registry
+//! ([`all_primitives`], [`find`], [`primitive_for`]) says which are
+//! compiled in, a [`Target`] which this CPU may run ([`allowed_isas`]).
+//! [`run`] is the checked call.
 
+#[cfg(target_arch = "x86_64")]
+mod algorithm;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -250,16 +254,6 @@ pub fn run(
             return Err(StencilError::TooShort { slice, needs, has });
         }
     }
-    let StencilShape {
-        n,
-        taps_r,
-        taps_s,
-        in_x,
-        in_r,
-        in_s,
-        w_r,
-        w_s,
-    } = shape;
     // SAFETY: the target allows the ISA and every target describes this
     // host's CPU; the strides are non-negative, so every element the
     // formula names lies below the lengths just checked; `out` is a unique
@@ -269,14 +263,14 @@ pub fn run(
             out.as_mut_ptr(),
             input.as_ptr(),
             weight.as_ptr(),
-            n,
-            taps_r,
-            taps_s,
-            in_x,
-            in_r,
-            in_s,
-            w_r,
-            w_s,
+            shape.n,
+            shape.taps_r,
+            shape.taps_s,
+            shape.in_x,
+            shape.in_r,
+            shape.in_s,
+            shape.w_r,
+            shape.w_s,
             i64::from(accumulate),
         )
     };
@@ -284,7 +278,7 @@ pub fn run(
 }
 
 /// The arguments of one [`StencilFn`] call, as counts and signed pointer
-/// offsets; shared by the ISA files.
+/// offsets; what the row algorithm (`algorithm`) reads.
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, Debug)]
 struct Row {
@@ -306,37 +300,30 @@ struct Row {
 
 #[cfg(target_arch = "x86_64")]
 impl Row {
-    /// The row of a [`StencilFn`] call, or `None` when it has no outputs.
-    #[allow(clippy::too_many_arguments)] // the C ABI's arguments, in order
+    /// The row of a [`StencilFn`] call with `shape`, or `None` when it has
+    /// no outputs.
     fn new(
         out: *mut f32,
         input: *const f32,
         weight: *const f32,
-        n: i64,
-        taps_r: i64,
-        taps_s: i64,
-        in_x: i64,
-        in_r: i64,
-        in_s: i64,
-        w_r: i64,
-        w_s: i64,
-        accumulate: i64,
+        shape: StencilShape,
+        accumulate: bool,
     ) -> Option<Row> {
-        let n = usize::try_from(n).ok().filter(|&n| n > 0)?;
+        let n = usize::try_from(shape.n).ok().filter(|&n| n > 0)?;
         // x86-64: `i64` and `isize` are the same width.
         Some(Row {
             out,
             input,
             weight,
             n,
-            taps_r: usize::try_from(taps_r).unwrap_or(0),
-            taps_s: usize::try_from(taps_s).unwrap_or(0),
-            in_x: in_x as isize,
-            in_r: in_r as isize,
-            in_s: in_s as isize,
-            w_r: w_r as isize,
-            w_s: w_s as isize,
-            accumulate: accumulate != 0,
+            taps_r: usize::try_from(shape.taps_r).unwrap_or(0),
+            taps_s: usize::try_from(shape.taps_s).unwrap_or(0),
+            in_x: shape.in_x as isize,
+            in_r: shape.in_r as isize,
+            in_s: shape.in_s as isize,
+            w_r: shape.w_r as isize,
+            w_s: shape.w_s as isize,
+            accumulate,
         })
     }
 
