@@ -106,8 +106,10 @@ struct StencilOp {
     counts: [Node; 3],
     /// Nonzero: `out += Σ`; zero: `out = Σ`, out not read.
     accumulate: Node,
-    /// Output, input, weight: buffer, offset, strides (output, r, s).
-    operands: [(usize, Node, [i64; 3]); 3],
+    /// Output, input, weight: buffer, offset, strides (output, r, s, row).
+    operands: [(usize, Node, [i64; 4]); 3],
+    /// Rows of outputs.
+    rows: i64,
 }
 
 /// A packing call, resolved.
@@ -229,6 +231,7 @@ fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
                     operand(&call.input)?,
                     operand(&call.weight)?,
                 ],
+                rows: call.rows,
             }))
         }
     })
@@ -343,9 +346,12 @@ impl Machine<'_> {
                     counts,
                     accumulate,
                     operands,
+                    rows,
                 } = op.as_ref();
                 let (c, accumulate) = self.call_counts(counts, accumulate)?;
-                self.stencil_call(c, accumulate, operands)?
+                for y in 0..*rows {
+                    self.stencil_call(c, y, accumulate, operands)?
+                }
             }
             Op::PackCall(op) => {
                 let PackOp { counts, operands } = op.as_ref();
@@ -459,14 +465,16 @@ impl Machine<'_> {
         Ok(())
     }
 
-    /// `out[j] (+)= Σ_r Σ_s weight[r, s] · input[j, r, s]` element by
-    /// element, in f32, taps in order: the meaning of a stencil call, every
-    /// element checked against its buffer's bounds.
+    /// Row `y` of a stencil call, `out[j] (+)= Σ_r Σ_s weight[r, s] ·
+    /// input[j, r, s]` element by element, in f32, taps in order: the
+    /// meaning of a stencil call, every element checked against its
+    /// buffer's bounds.
     fn stencil_call(
         &mut self,
         [n, taps_r, taps_s]: [i64; 3],
+        y: i64,
         accumulate: bool,
-        operands: &[(usize, Node, [i64; 3]); 3],
+        operands: &[(usize, Node, [i64; 4]); 3],
     ) -> Result<(), TirInterpError> {
         let mut base = [0i64; 3];
         for (slot, (_, offset, _)) in base.iter_mut().zip(operands) {
@@ -476,7 +484,7 @@ impl Machine<'_> {
         }
         let at = |slot: usize, j: i64, r: i64, s: i64| {
             let strides = operands[slot].2;
-            base[slot] + j * strides[0] + r * strides[1] + s * strides[2]
+            base[slot] + j * strides[0] + r * strides[1] + s * strides[2] + y * strides[3]
         };
         let element = |this: &Self, slot: usize, index: i64| -> Result<f32, TirInterpError> {
             let buffer = operands[slot].0;

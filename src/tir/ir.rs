@@ -196,8 +196,9 @@ impl PackCall {
     }
 }
 
-/// One operand of a [`StencilCall`]: the element at output `j`, tap
-/// `(r, s)` is `buffer[offset + j·strides[0] + r·strides[1] + s·strides[2]]`
+/// One operand of a [`StencilCall`]: the element at output `j` of row `y`,
+/// tap `(r, s)` is
+/// `buffer[offset + j·strides[0] + r·strides[1] + s·strides[2] + y·strides[3]]`
 /// (flat, row-major index).
 #[derive(Clone, Debug)]
 pub struct StencilOperand {
@@ -206,14 +207,16 @@ pub struct StencilOperand {
     /// Flat index of the element at output 0, tap (0, 0); an `i64`
     /// expression of the enclosing loops.
     pub offset: Expr,
-    /// Elements between consecutive outputs, window rows and window columns.
-    pub strides: [i64; 3],
+    /// Elements between consecutive outputs, window rows, window columns
+    /// and rows of outputs.
+    pub strides: [i64; 4],
 }
 
 /// A call of a stencil primitive (`runtime::stencil`), a block tensorized
-/// with a stencil intrinsic: for `j < counts[0]`,
-/// `out[j] (+)= Σ_{r < counts[1]} Σ_{s < counts[2]} weight[r, s] · input[j, r, s]`,
-/// at the full vector width of `isa` (a depthwise convolution's row).
+/// with a stencil intrinsic: for each of `rows` rows `y` in turn and
+/// `j < counts[0]`,
+/// `out[y, j] (+)= Σ_{r < counts[1]} Σ_{s < counts[2]} weight[r, s] · input[y, j, r, s]`,
+/// at the full vector width of `isa` (a depthwise convolution's rows).
 #[derive(Clone, Debug)]
 pub struct StencilCall {
     /// The instruction set of the primitive.
@@ -223,11 +226,14 @@ pub struct StencilCall {
     /// What this call computes, `i64` expressions: the extents, or fewer at
     /// the edge of a split that does not divide.
     pub counts: [Expr; 3],
-    /// The output row (strides `[1, 0, 0]`).
+    /// Rows of outputs: 1 as lowered, more where a loop around the call
+    /// was folded into it (`tir::coalesce_stencil_rows`).
+    pub rows: i64,
+    /// The output row (strides `[1, 0, 0, ·]`).
     pub out: StencilOperand,
     /// The input window (stride along the outputs ≥ 1).
     pub input: StencilOperand,
-    /// The window's weights (stride 0 along the outputs).
+    /// The window's weights (stride 0 along the outputs and the rows).
     pub weight: StencilOperand,
     /// An `i64` expression: nonzero where the call adds to the output,
     /// zero where it starts it from zero (as [`MicroKernelCall::accumulate`]).

@@ -2,6 +2,7 @@
 //! simplification (egg), a printer and an interpreter.
 
 mod coalesce;
+mod coalesce_rows;
 mod constant_copies;
 pub mod interp;
 mod ir;
@@ -12,6 +13,7 @@ mod printer;
 pub mod simplify;
 
 pub use coalesce::coalesce_kernel_reductions;
+pub use coalesce_rows::coalesce_stencil_rows;
 pub use constant_copies::{
     ConstantCopyError, HoistedConstants, HoistedCopy, hoist_constant_copies, hoist_constant_copy,
 };

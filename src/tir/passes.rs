@@ -28,7 +28,7 @@ fn steps(s: &Stmt) -> u64 {
         // One element copied per (row, column), as the loops it replaces.
         Stmt::PackCall(call) => (call.extents[0] * call.extents[1]).max(1) as u64,
         // One multiply-accumulate per (output, window row, window column).
-        Stmt::StencilCall(call) => call.extents.iter().product::<i64>().max(1) as u64,
+        Stmt::StencilCall(call) => (call.extents.iter().product::<i64>() * call.rows).max(1) as u64,
         Stmt::IfThenElse {
             then, otherwise, ..
         } => steps(then).max(otherwise.as_deref().map_or(0, steps)),

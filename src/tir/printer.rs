@@ -109,14 +109,15 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
             let (assign, when) = assignment(&call.accumulate);
             writeln!(
                 out,
-                "{pad}{} {assign} sum_rs {} * {}  // stencil {} {}x{}x{} n={n} r={r} s={s}{when}",
+                "{pad}{} {assign} sum_rs {} * {}  // stencil {} {}x{}x{} n={n} r={r} s={s} rows={}{when}",
                 stencil_operand(f, &call.out),
                 stencil_operand(f, &call.weight),
                 stencil_operand(f, &call.input),
                 call.primitive(),
                 call.extents[0],
                 call.extents[1],
-                call.extents[2]
+                call.extents[2],
+                call.rows
             )
         }
     }
@@ -166,9 +167,9 @@ fn assignment(accumulate: &crate::te::Expr) -> (&'static str, String) {
 }
 
 fn stencil_operand(f: &PrimFunc, o: &super::ir::StencilOperand) -> String {
-    let [j, r, s] = o.strides;
+    let [j, r, s, y] = o.strides;
     format!(
-        "{}[{} + j*{j} + r*{r} + s*{s}]",
+        "{}[{} + j*{j} + r*{r} + s*{s} + y*{y}]",
         f.buffers[o.buffer].name, o.offset
     )
 }

@@ -32,8 +32,8 @@ impl FnTranslator<'_, '_, '_> {
         let weight = self.element_address(call.weight.buffer, &call.weight.offset)?;
         let (counts, accumulate) = self.call_counts(&call.counts, &call.accumulate)?;
         let int = |this: &mut Self, v: i64| this.b.ins().iconst(types::I64, v);
-        let [_, in_r, in_s] = call.input.strides;
-        let [_, w_r, w_s] = call.weight.strides;
+        let [in_x, in_r, in_s, in_y] = call.input.strides;
+        let [_, w_r, w_s, _] = call.weight.strides;
         let args = [
             out,
             input,
@@ -41,16 +41,19 @@ impl FnTranslator<'_, '_, '_> {
             counts[0],
             counts[1],
             counts[2],
-            int(self, call.input.strides[0]),
+            int(self, in_x),
             int(self, in_r),
             int(self, in_s),
             int(self, w_r),
             int(self, w_s),
             accumulate,
+            int(self, call.rows),
+            int(self, call.out.strides[3]),
+            int(self, in_y),
         ];
         let f = self
             .imports
-            .get(&mut self.b, symbol, &[types::I64; 12], None)?;
+            .get(&mut self.b, symbol, &[types::I64; 15], None)?;
         self.b.ins().call(f, &args);
         Ok(())
     }

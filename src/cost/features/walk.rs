@@ -193,13 +193,15 @@ impl Walker<'_> {
         }
     }
 
-    /// Enters the loops a call replaces: two serial, the innermost
-    /// vectorized.
-    fn push_call_loops(&mut self, vars: &[Var; 3]) {
-        for (v, kind) in vars
-            .iter()
-            .zip([ForKind::Serial, ForKind::Serial, ForKind::Vectorized])
-        {
+    /// Enters the loops a call replaces: serial, the innermost vectorized.
+    fn push_call_loops(&mut self, vars: &[Var]) {
+        let last = vars.len().saturating_sub(1);
+        for (i, v) in vars.iter().enumerate() {
+            let kind = if i == last {
+                ForKind::Vectorized
+            } else {
+                ForKind::Serial
+            };
             self.loops.push(LoopCtx {
                 info: LoopInfo {
                     var: v.id(),
@@ -222,24 +224,26 @@ impl Walker<'_> {
             vector_bits: vector_bits(call.isa) as f64,
             mr: 1.0,
             nr: n as f64,
-            m: 1.0,
+            m: call.rows as f64,
             n: n as f64,
             kc: (taps_r * taps_s) as f64,
             calls,
         };
         let vars = [
+            Var::new("stencil.y", call.rows, IterKind::Spatial),
             Var::new("stencil.r", taps_r, IterKind::Reduce),
             Var::new("stencil.s", taps_s, IterKind::Reduce),
             Var::new("stencil.j", n, IterKind::Spatial),
         ];
         self.push_call_loops(&vars);
-        let [r, s, j] = vars.map(|v| v.expr());
+        let [y, r, s, j] = vars.clone().map(|v| v.expr());
         let element = |o: &StencilOperand| {
             let rank = self.func.buffers[o.buffer].shape.len().max(1);
             let flat = o.offset.clone()
                 + j.clone() * Expr::i64(o.strides[0])
                 + r.clone() * Expr::i64(o.strides[1])
-                + s.clone() * Expr::i64(o.strides[2]);
+                + s.clone() * Expr::i64(o.strides[2])
+                + y.clone() * Expr::i64(o.strides[3]);
             let mut idx = vec![Expr::i64(0); rank - 1];
             idx.push(flat);
             idx
@@ -254,7 +258,7 @@ impl Walker<'_> {
         {
             s.micro_kernel = Some(micro_kernel);
         }
-        for _ in 0..3 {
+        for _ in 0..vars.len() {
             self.loops.pop();
         }
     }

@@ -108,8 +108,13 @@ macro_rules! stencil_algorithm {
             w_r: i64,
             w_s: i64,
             accumulate: i64,
+            rows: i64,
+            out_y: i64,
+            in_y: i64,
         ) {
-            let shape = StencilShape { n, taps_r, taps_s, in_x, in_r, in_s, w_r, w_s };
+            let shape = StencilShape {
+                n, taps_r, taps_s, in_x, in_r, in_s, w_r, w_s, rows, out_y, in_y,
+            };
             let Some(row) = Row::new(out, input, weight, shape, accumulate != 0) else {
                 return;
             };
@@ -118,21 +123,26 @@ macro_rules! stencil_algorithm {
             unsafe { stencil(&row) }
         }
 
-        /// Picks the input loads for the row's `in_x`.
+        /// Each row in turn, with the input loads for `in_x`.
         ///
         /// # Safety
         ///
         /// The [`StencilFn`](super::StencilFn) contract for `row`.
         #[target_feature(enable = $features)]
-        unsafe fn stencil(row: &Row) {
-            // SAFETY (all arms): the caller's contract.
-            match row.in_x {
-                1 => unsafe { taps(row, Contiguous) },
-                2 => unsafe { taps(row, Stride2) },
-                in_x => match Gather::new(in_x) {
-                    Some(gather) => unsafe { blocks::<Gather, 0, 0>(row, gather) },
-                    None => unsafe { row.scalar(0..row.n) },
-                },
+        unsafe fn stencil(rows: &Row) {
+            let mut row = *rows;
+            for _ in 0..rows.rows {
+                // SAFETY (all arms): the caller's contract, for this row.
+                match row.in_x {
+                    1 => unsafe { taps(&row, Contiguous) },
+                    2 => unsafe { taps(&row, Stride2) },
+                    in_x => match Gather::new(in_x) {
+                        Some(gather) => unsafe { blocks::<Gather, 0, 0>(&row, gather) },
+                        None => unsafe { row.scalar(0..row.n) },
+                    },
+                }
+                row.out = row.out.wrapping_offset(rows.out_y);
+                row.input = row.input.wrapping_offset(rows.in_y);
             }
         }
 

@@ -37,8 +37,9 @@ pub use registry::{all_primitives, allowed_isas, find, primitive_for, stencil_is
 use super::Target;
 use super::micro_kernels::Isa;
 
-/// The C ABI of every stencil primitive: for `0 ≤ j < n` (nothing when
-/// `n ≤ 0`),
+/// The C ABI of every stencil primitive: for each row `0 ≤ y < rows`, one
+/// after the other, with `out` advanced by `y·out_y` and `input` by
+/// `y·in_y`, for `0 ≤ j < n` (nothing when `n ≤ 0` or `rows ≤ 0`),
 ///
 /// ```text
 /// acc = accumulate ≠ 0 ? out[j] : 0.0
@@ -60,15 +61,18 @@ use super::micro_kernels::Isa;
 /// - `w_r`, `w_s`: weight elements between taps `r` and `r+1`, `s` and
 ///   `s+1` (`≥ 0`);
 /// - `accumulate`: nonzero adds the sum to `out[j]`; zero overwrites
-///   `out[j]`, which is then never read.
+///   `out[j]`, which is then never read;
+/// - `rows`, `out_y`, `in_y`: rows of outputs (a depthwise convolution's
+///   output rows of one channel, one call for all), and the output and
+///   input elements between consecutive rows (`≥ 0`).
 ///
 /// # Safety
 ///
 /// The caller guarantees that the CPU supports the primitive's [`Isa`];
 /// that the input elements from `input[0]` to the last one the formula
 /// names, and every weight the formula names, are valid for reading; that
-/// `out[0..n]` is valid for writing (and reading when accumulating); and
-/// that `out` overlaps neither `input` nor `weight`.
+/// every row's `out[0..n]` is valid for writing (and reading when
+/// accumulating); and that `out` overlaps neither `input` nor `weight`.
 ///
 /// A primitive writes only `out[0..n]`, reads `out` only when
 /// accumulating, reads only the weights the formula names, and reads no
@@ -90,6 +94,9 @@ pub type StencilFn = unsafe extern "C" fn(
     w_r: i64,
     w_s: i64,
     accumulate: i64,
+    rows: i64,
+    out_y: i64,
+    in_y: i64,
 );
 
 /// One compiled stencil primitive.
@@ -123,6 +130,12 @@ pub struct StencilShape {
     pub w_r: i64,
     /// Weight elements between taps `s` and `s+1` (`≥ 0`).
     pub w_s: i64,
+    /// Rows of `n` outputs (`≥ 0`; 1 for a single row).
+    pub rows: i64,
+    /// Output elements between consecutive rows (`≥ 0`).
+    pub out_y: i64,
+    /// Input elements between consecutive rows (`≥ 0`).
+    pub in_y: i64,
 }
 
 impl StencilShape {
@@ -138,15 +151,23 @@ impl StencilShape {
             ("in_s", self.in_s, 0),
             ("w_r", self.w_r, 0),
             ("w_s", self.w_s, 0),
+            ("rows", self.rows, 0),
+            ("out_y", self.out_y, 0),
+            ("in_y", self.in_y, 0),
         ]
         .into_iter()
         .filter(|&(_, value, min)| value < min)
         .collect()
     }
 
-    /// Output elements the formula writes: `n` (0 when `n ≤ 0`).
+    /// Output elements the formula writes from the start of `out`:
+    /// `(rows−1)·out_y + n` (0 when `n ≤ 0` or `rows ≤ 0`).
     pub fn out_len(&self) -> u128 {
-        u128::try_from(self.n).unwrap_or(0)
+        if self.n <= 0 || self.rows <= 0 {
+            return 0;
+        }
+        let last = (i128::from(self.rows) - 1) * i128::from(self.out_y) + i128::from(self.n);
+        u128::try_from(last).unwrap_or(0)
     }
 
     /// Input elements the formula reads from the start of `input`: one past
@@ -154,10 +175,11 @@ impl StencilShape {
     /// (0 when `n ≤ 0` or a filter dimension is empty). Meaningful for
     /// non-negative strides.
     pub fn input_len(&self) -> u128 {
-        if self.n <= 0 || self.taps_r <= 0 || self.taps_s <= 0 {
+        if self.n <= 0 || self.taps_r <= 0 || self.taps_s <= 0 || self.rows <= 0 {
             return 0;
         }
-        let last = (i128::from(self.n) - 1) * i128::from(self.in_x)
+        let last = (i128::from(self.rows) - 1) * i128::from(self.in_y)
+            + (i128::from(self.n) - 1) * i128::from(self.in_x)
             + (i128::from(self.taps_r) - 1) * i128::from(self.in_r)
             + (i128::from(self.taps_s) - 1) * i128::from(self.in_s);
         u128::try_from(last + 1).unwrap_or(0)
@@ -272,6 +294,9 @@ pub fn run(
             shape.w_r,
             shape.w_s,
             i64::from(accumulate),
+            shape.rows,
+            shape.out_y,
+            shape.in_y,
         )
     };
     Ok(())
@@ -296,11 +321,15 @@ struct Row {
     w_r: isize,
     w_s: isize,
     accumulate: bool,
+    /// Rows, `≥ 1`, and the pointer steps between them.
+    rows: usize,
+    out_y: isize,
+    in_y: isize,
 }
 
 #[cfg(target_arch = "x86_64")]
 impl Row {
-    /// The row of a [`StencilFn`] call with `shape`, or `None` when it has
+    /// The rows of a [`StencilFn`] call with `shape`, or `None` when it has
     /// no outputs.
     fn new(
         out: *mut f32,
@@ -310,6 +339,7 @@ impl Row {
         accumulate: bool,
     ) -> Option<Row> {
         let n = usize::try_from(shape.n).ok().filter(|&n| n > 0)?;
+        let rows = usize::try_from(shape.rows).ok().filter(|&r| r > 0)?;
         // x86-64: `i64` and `isize` are the same width.
         Some(Row {
             out,
@@ -324,6 +354,9 @@ impl Row {
             w_r: shape.w_r as isize,
             w_s: shape.w_s as isize,
             accumulate,
+            rows,
+            out_y: shape.out_y as isize,
+            in_y: shape.in_y as isize,
         })
     }
 

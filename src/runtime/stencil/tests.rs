@@ -37,16 +37,22 @@ fn reference(
     accumulate: bool,
 ) {
     let at = |i: i64, stride: i64| usize::try_from(i * stride).expect("non-negative offset");
-    for (j, o) in out.iter_mut().enumerate().take(shape.n.max(0) as usize) {
-        let mut acc = if accumulate { *o } else { 0.0 };
-        for r in 0..shape.taps_r {
-            for s in 0..shape.taps_s {
-                let w = weight[at(r, shape.w_r) + at(s, shape.w_s)];
-                let x = input[at(j as i64, shape.in_x) + at(r, shape.in_r) + at(s, shape.in_s)];
-                acc = w.mul_add(x, acc);
+    for y in 0..shape.rows {
+        for j in 0..shape.n {
+            let o = &mut out[at(y, shape.out_y) + at(j, 1)];
+            let mut acc = if accumulate { *o } else { 0.0 };
+            for r in 0..shape.taps_r {
+                for s in 0..shape.taps_s {
+                    let w = weight[at(r, shape.w_r) + at(s, shape.w_s)];
+                    let x = input[at(y, shape.in_y)
+                        + at(j, shape.in_x)
+                        + at(r, shape.in_r)
+                        + at(s, shape.in_s)];
+                    acc = w.mul_add(x, acc);
+                }
             }
+            *o = acc;
         }
-        *o = acc;
     }
 }
 
@@ -77,11 +83,13 @@ fn covered_primitives() -> Vec<&'static StencilPrimitive> {
 fn named_input(shape: StencilShape, rng: &mut Rng) -> Vec<f32> {
     let len = usize::try_from(shape.input_len()).expect("small shape");
     let mut input = vec![f32::NAN; len];
-    for j in 0..shape.n {
-        for r in 0..shape.taps_r {
-            for s in 0..shape.taps_s {
-                let i = j * shape.in_x + r * shape.in_r + s * shape.in_s;
-                input[i as usize] = rng.value();
+    for y in 0..shape.rows {
+        for j in 0..shape.n {
+            for r in 0..shape.taps_r {
+                for s in 0..shape.taps_s {
+                    let i = y * shape.in_y + j * shape.in_x + r * shape.in_r + s * shape.in_s;
+                    input[i as usize] = rng.value();
+                }
             }
         }
     }
@@ -103,14 +111,16 @@ fn named_weight(shape: StencilShape, rng: &mut Rng) -> Vec<f32> {
     weight
 }
 
-/// Cells on each side of the output row that must stay untouched.
+/// Cells on each side of the output rows that must stay untouched.
 const GUARD: usize = 40;
 
 /// Runs `p` on `shape` (output in the middle of a guarded buffer, poisoned
 /// with NaN unless accumulating) and checks bit-equality with
 /// [`reference`] and that the guards are intact.
 fn check(p: &StencilPrimitive, shape: StencilShape, accumulate: bool, rng: &mut Rng) {
-    let n = shape.n.max(0) as usize;
+    // Every output row and the cells between them (untouched: the
+    // reference leaves them as they were).
+    let n = usize::try_from(shape.out_len()).expect("small shape");
     let input = named_input(shape, rng);
     let weight = named_weight(shape, rng);
     let mut buffer = vec![guard_value(); GUARD + n + GUARD];
@@ -165,6 +175,9 @@ fn padded(n: i64, (taps_r, taps_s): (i64, i64), in_x: i64, in_s: i64) -> Stencil
         in_s,
         w_r: taps_s,
         w_s: 1,
+        rows: 1,
+        out_y: 0,
+        in_y: 0,
     }
 }
 
@@ -223,6 +236,9 @@ fn other_strides_and_degenerate_taps_match() {
                         in_s,
                         w_r,
                         w_s,
+                        rows: 1,
+                        out_y: 0,
+                        in_y: 0,
                     };
                     check(p, shape, accumulate, &mut rng);
                 }
@@ -236,6 +252,35 @@ fn other_strides_and_degenerate_taps_match() {
                 ..padded(1, (3, 3), 1, 1)
             };
             check(p, shape, accumulate, &mut rng);
+        }
+    }
+}
+
+#[test]
+fn rows_of_one_call_match_the_row_by_row_loop() {
+    let primitives = covered_primitives();
+    if primitives.is_empty() {
+        println!("skipped: no stencil ISA runs here");
+        return;
+    }
+    let mut rng = Rng(11);
+    for p in &primitives {
+        for (n, in_x) in [(28, 1), (56, 1), (14, 2), (17, 2), (9, 3)] {
+            let row = padded(n, (3, 3), in_x, 1);
+            for (rows, gap) in [(2, 0), (5, 3), (7, 1)] {
+                for accumulate in [false, true] {
+                    // Output rows `gap` cells apart (the cells between
+                    // untouched); input rows a stride apart, as the
+                    // padded plane of a convolution of that stride.
+                    let shape = StencilShape {
+                        rows,
+                        out_y: n + gap,
+                        in_y: in_x * row.in_r,
+                        ..row
+                    };
+                    check(p, shape, accumulate, &mut rng);
+                }
+            }
         }
     }
 }
@@ -265,6 +310,9 @@ fn no_outputs_touch_nothing() {
                     3,
                     1,
                     1,
+                    1,
+                    0,
+                    0,
                 )
             };
         }

@@ -119,6 +119,11 @@ pub const LOWERING_PASSES: &[Pass] = &[
         "serial loops that only step a micro-kernel call one block along its reduction merged into the call (one call over the whole window of an im2col panel)",
         super::super::coalesce_kernel_reductions,
     ),
+    Pass::body(
+        "coalesce_stencil_rows",
+        "serial loops that only step a one-row stencil call from row to row merged into the call (one call per plane of a depthwise convolution)",
+        super::super::coalesce_stencil_rows,
+    ),
 ];
 
 /// The function after one pass.
@@ -207,6 +212,7 @@ mod tests {
                 "partition_loops",
                 "remove_decided_branches",
                 "coalesce_kernel_reductions",
+                "coalesce_stencil_rows",
             ]
         );
         let simplifying: Vec<&str> = LOWERING_PASSES
@@ -221,7 +227,8 @@ mod tests {
                 "simplify",
                 "partition_loops",
                 "remove_decided_branches",
-                "coalesce_kernel_reductions"
+                "coalesce_kernel_reductions",
+                "coalesce_stencil_rows"
             ]
         );
     }

@@ -45,13 +45,16 @@ impl Lowering<'_> {
         let (counts, outside) = self.block_counts(index, &vars, predicates)?;
         let (out, [(xb, xf), (yb, yf)]) =
             self.product_operands(index, &vars, buffer, store_index, value)?;
-        let operand = |id: BufferId, f: BlockForm| StencilOperand {
-            buffer: id,
-            offset: f.residual.clone(),
-            strides: order.map(|p| f.coefs[p]),
+        let operand = |id: BufferId, f: BlockForm| {
+            let [j, r, s] = order.map(|p| f.coefs[p]);
+            StencilOperand {
+                buffer: id,
+                offset: f.residual.clone(),
+                strides: [j, r, s, 0],
+            }
         };
         let out = operand(buffer, out);
-        if out.strides != [1, 0, 0] {
+        if out.strides[..3] != [1, 0, 0] {
             return Err(err(format!(
                 "the output '{}' must be contiguous along the row '{}' and not move with the window (strides {:?} over {})",
                 self.buffers[buffer].name,
@@ -87,6 +90,7 @@ impl Lowering<'_> {
             isa: primitive.isa,
             extents: order.map(|p| vars[p].extent()),
             counts: order.map(|p| counts[p].clone()),
+            rows: 1,
             out,
             input,
             weight,

@@ -285,3 +285,31 @@ fn stencil_sketches_filled_at_random_match_the_reference() {
         }
     }
 }
+
+#[test]
+fn the_rows_of_a_channel_are_one_call() {
+    let Some(p) = primitives().first().copied() else {
+        return;
+    };
+    for (stride, out_rows) in [(1, 20), (2, 10)] {
+        let dag = build(
+            "depthwise_conv2d",
+            &[("C", 3), ("H", 20), ("W", 20), ("stride", stride)],
+        );
+        let steps = depthwise_steps(p.name, true, None, true);
+        let state = State::replay(&dag, &steps).unwrap_or_else(|e| panic!("{e}"));
+        let func = tessera::tir::lower(&state).unwrap_or_else(|e| panic!("{e}"));
+        let mut rows = Vec::new();
+        func.body.visit(&mut |s| {
+            if let Stmt::StencilCall(call) = s {
+                rows.push(call.rows);
+            }
+        });
+        assert_eq!(
+            rows,
+            [out_rows],
+            "stride {stride}: one call of every row in\n{func}"
+        );
+        check_stencil(&host(), &format!("stride {stride} rows"), &dag, &steps);
+    }
+}
