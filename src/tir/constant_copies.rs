@@ -525,9 +525,15 @@ impl Redirect {
     }
 
     fn operand(&self, o: &mut MicroKernelOperand) {
-        if o.buffer == self.from {
-            o.buffer = self.to;
-            o.offset = self.base.clone() + o.offset.clone();
+        self.retarget(&mut o.buffer, &mut o.offset);
+    }
+
+    /// A call operand's buffer and flat offset, sent to the panel when it
+    /// is the local buffer.
+    fn retarget(&self, buffer: &mut BufferId, offset: &mut Expr) {
+        if *buffer == self.from {
+            *buffer = self.to;
+            *offset = self.base.clone() + offset.clone();
         }
     }
 
@@ -555,10 +561,7 @@ impl Redirect {
             }
             Stmt::StencilCall(mut call) => {
                 for o in [&mut call.out, &mut call.input, &mut call.weight] {
-                    if o.buffer == self.from {
-                        o.buffer = self.to;
-                        o.offset = self.base.clone() + o.offset.clone();
-                    }
+                    self.retarget(&mut o.buffer, &mut o.offset);
                 }
                 Stmt::StencilCall(call)
             }
