@@ -61,6 +61,7 @@ impl Panels {
                     mr,
                     nr,
                     1,
+                    std::ptr::null(),
                 )
             }
         }

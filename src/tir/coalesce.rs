@@ -81,7 +81,7 @@ fn merged(
 ) -> Option<MicroKernelCall> {
     let var = loop_var.id();
     let exact = Decompose::EXACT;
-    if call.counts[2].as_int() != Some(call.kc) {
+    if call.counts[2].as_int() != Some(call.kc) || call.epilogue.is_some() {
         return None;
     }
     let a = Affine::with(&call.a.offset, exact);
@@ -148,6 +148,7 @@ mod tests {
             b: operand(1, k.expr() * b_step, 16),
             c: operand(2, Expr::i64(0), 16),
             accumulate: accumulate(&k),
+            epilogue: None,
         };
         let body = Stmt::For {
             var: k.clone(),

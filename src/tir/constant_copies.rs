@@ -549,9 +549,9 @@ impl Redirect {
                 value,
             },
             Stmt::MicroKernelCall(mut call) => {
-                self.operand(&mut call.a);
-                self.operand(&mut call.b);
-                self.operand(&mut call.c);
+                for operand in call.operands_mut() {
+                    self.operand(operand);
+                }
                 Stmt::MicroKernelCall(call)
             }
             Stmt::PackCall(mut call) => {

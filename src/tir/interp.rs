@@ -98,6 +98,18 @@ struct MicroKernelOp {
     accumulate: Node,
     /// A, B, C: buffer, offset, row stride, column stride.
     operands: [(usize, Node, i64, i64); 3],
+    /// The epilogue, if any.
+    epilogue: Option<EpilogueOp>,
+}
+
+/// A micro-kernel call's epilogue, resolved.
+struct EpilogueOp {
+    /// The addends: buffer, offset, row stride, column stride.
+    addends: Vec<(usize, Node, i64, i64)>,
+    /// The lower clamp.
+    lower: Option<f32>,
+    /// The upper clamp.
+    upper: Option<f32>,
 }
 
 /// A stencil call, resolved.
@@ -210,6 +222,14 @@ fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
                 ],
                 accumulate: count(&call.accumulate)?,
                 operands: [operand(&call.a)?, operand(&call.b)?, operand(&call.c)?],
+                epilogue: match &call.epilogue {
+                    Some(e) => Some(EpilogueOp {
+                        addends: e.addends.iter().map(operand).collect::<Result<_, _>>()?,
+                        lower: e.lower,
+                        upper: e.upper,
+                    }),
+                    None => None,
+                },
             }))
         }
         Stmt::StencilCall(call) => {
@@ -337,9 +357,13 @@ impl Machine<'_> {
                     counts,
                     accumulate,
                     operands,
+                    epilogue,
                 } = op.as_ref();
                 let (c, accumulate) = self.call_counts(counts, accumulate)?;
-                self.micro_kernel_call(c, accumulate, operands)?
+                self.micro_kernel_call(c, accumulate, operands)?;
+                if let Some(epilogue) = epilogue {
+                    self.kernel_epilogue(c, &operands[2], epilogue)?
+                }
             }
             Op::StencilCall(op) => {
                 let StencilOp {
@@ -560,6 +584,59 @@ impl Machine<'_> {
                     .and_then(|d| d.get_mut(at as usize))
                 {
                     *slot = acc;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A micro-kernel call's epilogue on the `m × n` results it stored in
+    /// C: each addend in order, then the clamps (the order of
+    /// `runtime::micro_kernels::Epilogue`), every addend read checked
+    /// against its buffer's bounds.
+    fn kernel_epilogue(
+        &mut self,
+        [m, n, _]: [i64; 3],
+        c: &(usize, Node, i64, i64),
+        epilogue: &EpilogueOp,
+    ) -> Result<(), TirInterpError> {
+        let EpilogueOp {
+            addends,
+            lower,
+            upper,
+        } = epilogue;
+        let mut bases = Vec::with_capacity(addends.len());
+        for addend in addends {
+            let [base] = self.operand_bases(std::array::from_ref(addend), [(m, n)], usize::MAX)?;
+            bases.push(base);
+        }
+        let [c_base] = self.operand_bases(std::array::from_ref(c), [(m, n)], 0)?;
+        let (c_buffer, _, c_rs, c_cs) = *c;
+        for i in 0..m {
+            for j in 0..n {
+                let at = (c_base + i * c_rs + j * c_cs) as usize;
+                let mut x = self.buffers[c_buffer]
+                    .as_f32()
+                    .and_then(|d| d.get(at).copied())
+                    .unwrap_or(f32::NAN);
+                for ((buffer, _, rs, cs), base) in addends.iter().zip(&bases) {
+                    let index = (base + i * rs + j * cs) as usize;
+                    x += self.buffers[*buffer]
+                        .as_f32()
+                        .and_then(|d| d.get(index).copied())
+                        .unwrap_or(f32::NAN);
+                }
+                if let Some(lower) = lower {
+                    x = x.max(*lower);
+                }
+                if let Some(upper) = upper {
+                    x = x.min(*upper);
+                }
+                if let Some(slot) = self.buffers[c_buffer]
+                    .as_f32_mut()
+                    .and_then(|d| d.get_mut(at))
+                {
+                    *slot = x;
                 }
             }
         }

@@ -122,12 +122,44 @@ pub struct MicroKernelCall {
     /// between the tile's first call and its init (TVM's `reduce_init`),
     /// else 1.
     pub accumulate: Expr,
+    /// What the kernel applies to each result before storing it into C (the
+    /// tile's elementwise consumer, fused by the `fuse_kernel_epilogues`
+    /// pass), or `None`.
+    pub epilogue: Option<KernelEpilogue>,
+}
+
+/// What a micro-kernel call applies to each result `x` of its tile before
+/// storing it (see `runtime::micro_kernels::Epilogue`): every addend in
+/// order, then `max(·, lower)`, then `min(·, upper)`.
+#[derive(Clone, Debug, Default)]
+pub struct KernelEpilogue {
+    /// Terms added in order: element `(r, c)` of the tile at the operand's
+    /// `(r, c)`; `col_stride` 0 (one value per row) or 1 (contiguous), at
+    /// most `runtime::micro_kernels::MAX_ADDENDS`.
+    pub addends: Vec<MicroKernelOperand>,
+    /// The lower clamp.
+    pub lower: Option<f32>,
+    /// The upper clamp (after the lower).
+    pub upper: Option<f32>,
 }
 
 impl MicroKernelCall {
-    /// The operands, A, B, C.
-    pub fn operands(&self) -> [&MicroKernelOperand; 3] {
+    /// The operands: A, B, C, then the epilogue's addends.
+    pub fn operands(&self) -> Vec<&MicroKernelOperand> {
+        let addends = self.epilogue.iter().flat_map(|e| e.addends.iter());
         [&self.a, &self.b, &self.c]
+            .into_iter()
+            .chain(addends)
+            .collect()
+    }
+
+    /// The operands, mutable: A, B, C, then the epilogue's addends.
+    pub fn operands_mut(&mut self) -> Vec<&mut MicroKernelOperand> {
+        let addends = self.epilogue.iter_mut().flat_map(|e| e.addends.iter_mut());
+        [&mut self.a, &mut self.b, &mut self.c]
+            .into_iter()
+            .chain(addends)
+            .collect()
     }
 
     /// Every expression of the call: the operands' offsets, the counts,

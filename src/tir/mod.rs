@@ -19,8 +19,8 @@ pub use constant_copies::{
 };
 pub use interp::{TirInterpError, run};
 pub use ir::{
-    Buffer, BufferId, ForKind, MemScope, MicroKernelCall, MicroKernelOperand, PackCall, PrimFunc,
-    RowMathCall, StencilCall, StencilOperand, Stmt,
+    Buffer, BufferId, ForKind, KernelEpilogue, MemScope, MicroKernelCall, MicroKernelOperand,
+    PackCall, PrimFunc, RowMathCall, StencilCall, StencilOperand, Stmt,
 };
 pub use lower::{
     AfterPass, LOWERING_PASSES, LowerError, Pass, lower, lower_traced, lower_unsimplified,

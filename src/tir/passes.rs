@@ -108,7 +108,7 @@ pub fn map_own_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
             body,
         },
         Stmt::MicroKernelCall(mut call) => {
-            for operand in [&mut call.a, &mut call.b, &mut call.c] {
+            for operand in call.operands_mut() {
                 operand.offset = f(&operand.offset);
             }
             for count in call.counts.iter_mut() {

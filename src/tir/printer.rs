@@ -92,12 +92,22 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
             let operand = |o: &super::ir::MicroKernelOperand| operand(f, o);
             let [m, n, kc] = &call.counts;
             let (assign, when) = assignment(&call.accumulate);
+            let mut product = format!("{} @ {}", operand(&call.a), operand(&call.b));
+            if let Some(epilogue) = &call.epilogue {
+                for addend in &epilogue.addends {
+                    product = format!("({product} + {})", operand(addend));
+                }
+                if let Some(lower) = epilogue.lower {
+                    product = format!("max({product}, {lower:?})");
+                }
+                if let Some(upper) = epilogue.upper {
+                    product = format!("min({product}, {upper:?})");
+                }
+            }
             writeln!(
                 out,
-                "{pad}{} {assign} {} @ {}  // micro-kernel {} {}x{}x{} m={m} n={n} kc={kc}{when}",
+                "{pad}{} {assign} {product}  // micro-kernel {} {}x{}x{} m={m} n={n} kc={kc}{when}",
                 operand(&call.c),
-                operand(&call.a),
-                operand(&call.b),
                 call.kernel,
                 call.m,
                 call.n,

@@ -685,6 +685,35 @@ fn aot_tensorized_kernels_of_every_isa_here_link_and_match_the_reference() {
     ))
     .expect("steps");
     check_aot_against_the_reference(&dir, "dense transposed pack", &dag, &steps, "dense_packed");
+    // Its bias and ReLU fused into the call: the C kernels' epilogue.
+    let spec = ops::find("dense_bias_relu").expect("dense_bias_relu");
+    let dag = spec
+        .build(&spec.parse_shape("M=13,N=45,K=19").expect("shape"))
+        .expect("dag");
+    let steps = steps_from_json(&format!(
+        r#"[
+        {{"kind":"compute_inline","stage":"bias_add"}},
+        {{"kind":"cache_read","stage":"weight","readers":["dense"],"layout":[1,0]}},
+        {{"kind":"split","stage":"relu","iter":"i0","factors":[{mr}]}},
+        {{"kind":"split","stage":"relu","iter":"i1","factors":[{nr}]}},
+        {{"kind":"reorder","stage":"relu","order":["i1.0","i0.0","i0.1","i1.1"]}},
+        {{"kind":"compute_at","stage":"dense","target":"relu","iter":"i0.0"}},
+        {{"kind":"compute_at","stage":"weight.local","target":"relu","iter":"i1.0"}},
+        {{"kind":"reorder","stage":"dense","order":["k","i0","i1"]}},
+        {{"kind":"tensorize","stage":"dense","iter":"k","intrinsic":"{name}"}}
+    ]"#,
+        mr = kernel.mr,
+        nr = kernel.nr,
+        name = kernel.name
+    ))
+    .expect("steps");
+    let state = tessera::schedule::State::replay(&dag, &steps).expect("replays");
+    let lowered = tessera::tir::lower(&state).expect("lowers").to_string();
+    assert!(
+        lowered.contains("max(("),
+        "the epilogue is fused:\n{lowered}"
+    );
+    check_aot_against_the_reference(&dir, "dense bias relu fused", &dag, &steps, "dense_fused");
     let header = std::fs::read_to_string(dir.join("dense_packed.h")).expect("header");
     assert!(
         header.contains(&format!(
@@ -742,12 +771,12 @@ fn a_c_micro_kernel_stops_with_a_message_on_a_cpu_without_its_isa() {
 #include <stdio.h>
 int tessera_cpu_supports(const char *isa);
 void {symbol}(int64_t, const float *, int64_t, int64_t, const float *, int64_t, float *,
-              int64_t, int64_t, int64_t, int64_t);
+              int64_t, int64_t, int64_t, int64_t, const void *);
 int main(void) {{
   static float a[64 * 64], b[64 * 64], c[64 * 64];
   printf("supports %d\n", tessera_cpu_supports("{isa}"));
   fflush(stdout);
-  {symbol}(4, a, 4, 1, b, {nr}, c, {nr}, {mr}, {nr}, 0);
+  {symbol}(4, a, 4, 1, b, {nr}, c, {nr}, {mr}, {nr}, 0, NULL);
   puts("called");
   return 0;
 }}

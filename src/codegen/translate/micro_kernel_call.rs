@@ -2,10 +2,15 @@
 //! strides, passed to `tessera_micro_kernel_<name>` with the C ABI of
 //! [`GemmFn`](crate::runtime::micro_kernels::GemmFn).
 
-use cranelift_codegen::ir::{InstBuilder, Value, types};
+use std::mem::{offset_of, size_of};
 
+use cranelift_codegen::ir::{
+    InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
+};
+
+use crate::runtime::micro_kernels::{Addend, CLAMP_LOWER, CLAMP_UPPER, Epilogue, MAX_ADDENDS};
 use crate::te::{DType, Expr};
-use crate::tir::{BufferId, MicroKernelCall, MicroKernelOperand};
+use crate::tir::{BufferId, KernelEpilogue, MicroKernelCall, MicroKernelOperand};
 
 use super::super::error::CodegenError;
 use super::super::micro_kernel_symbols::micro_kernel_symbol;
@@ -98,6 +103,10 @@ impl FnTranslator<'_, '_, '_> {
         let c = self.operand_address(&call.c)?;
         let int = |this: &mut Self, v: i64| this.b.ins().iconst(types::I64, v);
         let (counts, accumulate) = self.call_counts(&call.counts, &call.accumulate)?;
+        let epilogue = match &call.epilogue {
+            Some(epilogue) => self.epilogue_struct(epilogue)?,
+            None => int(self, 0),
+        };
         let args = [
             counts[2],
             a,
@@ -110,11 +119,63 @@ impl FnTranslator<'_, '_, '_> {
             counts[0],
             counts[1],
             accumulate,
+            epilogue,
         ];
         let f = self
             .imports
-            .get(&mut self.b, symbol, &[types::I64; 11], None)?;
+            .get(&mut self.b, symbol, &[types::I64; 12], None)?;
         self.b.ins().call(f, &args);
         Ok(())
+    }
+
+    /// The address of a stack [`Epilogue`] holding `epilogue`'s addends'
+    /// addresses and strides and its clamps, laid out as the kernels read it.
+    fn epilogue_struct(&mut self, epilogue: &KernelEpilogue) -> Result<Value, CodegenError> {
+        if epilogue.addends.len() > MAX_ADDENDS {
+            return Err(CodegenError::Unsupported(format!(
+                "a micro-kernel epilogue with {} addends (the kernels take at most {MAX_ADDENDS})",
+                epilogue.addends.len()
+            )));
+        }
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            size_of::<Epilogue>() as u32,
+            3,
+        ));
+        let base = self.b.ins().stack_addr(types::I64, slot, 0);
+        let flags = MemFlagsData::trusted();
+        for k in 0..MAX_ADDENDS {
+            let at = offset_of!(Epilogue, addends) + k * size_of::<Addend>();
+            let (data, row_stride, col_stride) = match epilogue.addends.get(k) {
+                Some(addend) => (
+                    self.operand_address(addend)?,
+                    addend.row_stride,
+                    addend.col_stride,
+                ),
+                None => (self.b.ins().iconst(types::I64, 0), 0, 0),
+            };
+            let row_stride = self.b.ins().iconst(types::I64, row_stride);
+            let col_stride = self.b.ins().iconst(types::I64, col_stride);
+            for (value, offset) in [
+                (data, offset_of!(Addend, data)),
+                (row_stride, offset_of!(Addend, row_stride)),
+                (col_stride, offset_of!(Addend, col_stride)),
+            ] {
+                self.b.ins().store(flags, value, base, (at + offset) as i32);
+            }
+        }
+        let lower = self.b.ins().f32const(epilogue.lower.unwrap_or(0.0));
+        let upper = self.b.ins().f32const(epilogue.upper.unwrap_or(0.0));
+        let clamp =
+            epilogue.lower.map_or(0, |_| CLAMP_LOWER) | epilogue.upper.map_or(0, |_| CLAMP_UPPER);
+        let clamp = self.b.ins().iconst(types::I64, clamp);
+        for (value, offset) in [
+            (lower, offset_of!(Epilogue, lower)),
+            (upper, offset_of!(Epilogue, upper)),
+            (clamp, offset_of!(Epilogue, clamp)),
+        ] {
+            self.b.ins().store(flags, value, base, offset as i32);
+        }
+        Ok(base)
     }
 }

@@ -6,7 +6,9 @@
  *
  *   C[m x n] (+)= A[m x kc] . B[kc x n], m <= MR, n <= NR,
  *   A(i, k) at a[i*a_rs + k*a_cs], B(k, j) at b[k*b_rs + j],
- *   C(i, j) at c[i*c_rs + j]; accumulate != 0: C += A.B, else C = A.B.
+ *   C(i, j) at c[i*c_rs + j]; accumulate != 0: C += A.B, else C = A.B;
+ *   epilogue: NULL, or what each result becomes before it is stored
+ *   (tessera_epilogue: addends, then the clamps).
  *
  * Full tiles run in vector registers of the kernel's instruction set
  * (functions compiled for it with `target` attributes, so this file builds
@@ -36,6 +38,40 @@ static void tessera_gemm_portable(int64_t kc, const float *a, int64_t a_rs, int6
       float sum = 0.0f;
       for (int64_t k = 0; k < kc; k++) sum += a[i * a_rs + k * a_cs] * b[k * b_rs + j];
       c[i * c_rs + j] = accumulate ? c[i * c_rs + j] + sum : sum;
+    }
+  }
+}
+
+/* runtime::micro_kernels::Epilogue, field for field: each result x at
+ * (i, j) becomes x + addend(i, j) for each addend with data, then
+ * max(x, lower) where clamp & 1, then min(x, upper) where clamp & 2. */
+typedef struct {
+  const float *data;
+  int64_t row_stride;
+  int64_t col_stride;
+} tessera_addend;
+
+typedef struct {
+  tessera_addend addends[2];
+  float lower;
+  float upper;
+  int64_t clamp;
+} tessera_epilogue;
+
+/* The epilogue on the m x n results stored in C. */
+static void tessera_apply_epilogue(float *c, int64_t c_rs, int64_t m, int64_t n,
+                                   const tessera_epilogue *e) {
+  if (!e) return;
+  for (int64_t i = 0; i < m; i++) {
+    for (int64_t j = 0; j < n; j++) {
+      float x = c[i * c_rs + j];
+      for (int t = 0; t < 2; t++) {
+        const tessera_addend *d = &e->addends[t];
+        if (d->data) x += d->data[i * d->row_stride + j * d->col_stride];
+      }
+      if ((e->clamp & 1) && !(x >= e->lower)) x = e->lower;
+      if ((e->clamp & 2) && !(x <= e->upper)) x = e->upper;
+      c[i * c_rs + j] = x;
     }
   }
 }
@@ -73,11 +109,14 @@ static void tessera_require_isa(int *checked, const char *isa, const char *kerne
 #define TESSERA_PORTABLE_KERNEL(NAME, MR, NR)                                               \
   void tessera_micro_kernel_##NAME(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, \
                                    const float *b, int64_t b_rs, float *c, int64_t c_rs,   \
-                                   int64_t m, int64_t n, int64_t accumulate);              \
+                                   int64_t m, int64_t n, int64_t accumulate,               \
+                                   const tessera_epilogue *epilogue);                      \
   void tessera_micro_kernel_##NAME(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, \
                                    const float *b, int64_t b_rs, float *c, int64_t c_rs,   \
-                                   int64_t m, int64_t n, int64_t accumulate) {             \
+                                   int64_t m, int64_t n, int64_t accumulate,               \
+                                   const tessera_epilogue *epilogue) {                     \
     tessera_gemm_portable(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate);          \
+    tessera_apply_epilogue(c, c_rs, m, n, epilogue);                                       \
   }
 
 /* One vector kernel: MR x NR/LANES accumulators across the kc loop. */
@@ -85,14 +124,17 @@ static void tessera_require_isa(int *checked, const char *isa, const char *kerne
                               MUL_ADD, ADD, MR, NR)                                         \
   void tessera_micro_kernel_##NAME(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, \
                                    const float *b, int64_t b_rs, float *c, int64_t c_rs,   \
-                                   int64_t m, int64_t n, int64_t accumulate);              \
+                                   int64_t m, int64_t n, int64_t accumulate,               \
+                                   const tessera_epilogue *epilogue);                      \
   __attribute__((target(FEATURES))) void tessera_micro_kernel_##NAME(                      \
       int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b, int64_t b_rs, \
-      float *c, int64_t c_rs, int64_t m, int64_t n, int64_t accumulate) {                   \
+      float *c, int64_t c_rs, int64_t m, int64_t n, int64_t accumulate,                     \
+      const tessera_epilogue *epilogue) {                                                   \
     static int checked;                                                                     \
     tessera_require_isa(&checked, ISA, #NAME);                                              \
     if (m != (MR) || n != (NR)) {                                                           \
       tessera_gemm_portable(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate);        \
+      tessera_apply_epilogue(c, c_rs, m, n, epilogue);                                     \
       return;                                                                               \
     }                                                                                       \
     VEC acc[MR][(NR) / (LANES)];                                                            \
@@ -114,6 +156,7 @@ static void tessera_require_isa(int *checked, const char *isa, const char *kerne
         STORE(p, accumulate ? ADD(LOAD(p), acc[i][v]) : acc[i][v]);                         \
       }                                                                                     \
     }                                                                                       \
+    tessera_apply_epilogue(c, c_rs, m, n, epilogue);                                        \
   }
 
 #ifdef TESSERA_X86_64

@@ -5,9 +5,9 @@
 
 use std::arch::asm;
 use std::arch::x86_64::{
-    __m256, __m256i, _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
-    _mm256_maskstore_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps,
-    _mm256_storeu_ps,
+    __m256, __m256i, _mm256_add_ps, _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_loadu_ps,
+    _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_max_ps, _mm256_min_ps, _mm256_set1_epi32,
+    _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps, _mm256_storeu_ps,
 };
 
 use super::vector_kernels::vector_micro_kernels;
@@ -31,6 +31,9 @@ vector_micro_kernels! {
     ),
     load_masked(p, mask) => _mm256_maskload_ps(p, mask),
     store_masked(p, mask, v) => _mm256_maskstore_ps(p, mask, v),
+    add(a, b) => _mm256_add_ps(a, b),
+    max(a, b) => _mm256_max_ps(a, b),
+    min(a, b) => _mm256_min_ps(a, b),
     full_tile_kloop: asm_kloop,
     kernels: {
         avx2_6x16: 6 x 16 edge_rows [1, 2, 4],

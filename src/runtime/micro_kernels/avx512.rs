@@ -3,8 +3,9 @@
 //! loads and stores for edge tiles.
 
 use std::arch::x86_64::{
-    __m512, __mmask16, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_storeu_ps,
-    _mm512_maskz_loadu_ps, _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
+    __m512, __mmask16, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_storeu_ps,
+    _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_min_ps, _mm512_set1_ps, _mm512_setzero_ps,
+    _mm512_storeu_ps,
 };
 
 use super::vector_kernels::vector_micro_kernels;
@@ -25,6 +26,9 @@ vector_micro_kernels! {
     lane_mask(left) => ((1u32 << left) - 1) as __mmask16,
     load_masked(p, mask) => _mm512_maskz_loadu_ps(mask, p),
     store_masked(p, mask, v) => _mm512_mask_storeu_ps(p, mask, v),
+    add(a, b) => _mm512_add_ps(a, b),
+    max(a, b) => _mm512_max_ps(a, b),
+    min(a, b) => _mm512_min_ps(a, b),
     kernels: {
         avx512_6x32: 6 x 32 edge_rows [1, 2, 3, 4, 5],
         avx512_8x32: 8 x 32 edge_rows [1, 2, 3, 4, 5, 6, 7],

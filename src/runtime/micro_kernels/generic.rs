@@ -1,7 +1,7 @@
 //! The portable scalar micro-kernel (any architecture): the fallback when no
 //! vector kernel is available, and the one `TESSERA_ISA=generic` selects.
 
-use super::{Isa, MicroKernel};
+use super::{Epilogue, Isa, MicroKernel};
 
 /// The scalar kernels compiled in everywhere.
 pub(super) fn kernels() -> Vec<MicroKernel> {
@@ -32,9 +32,25 @@ unsafe extern "C" fn generic_4x4(
     m: i64,
     n: i64,
     accumulate: i64,
+    epilogue: *const Epilogue,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { tile::<4, 4>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate) }
+    unsafe {
+        tile::<4, 4>(
+            kc,
+            a,
+            a_rs,
+            a_cs,
+            b,
+            b_rs,
+            c,
+            c_rs,
+            m,
+            n,
+            accumulate,
+            epilogue.as_ref(),
+        )
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -50,6 +66,7 @@ unsafe fn tile<const MR: usize, const NR: usize>(
     m: i64,
     n: i64,
     accumulate: i64,
+    epilogue: Option<&Epilogue>,
 ) {
     let m = m.clamp(0, MR as i64) as usize;
     let n = n.clamp(0, NR as i64) as usize;
@@ -81,7 +98,11 @@ unsafe fn tile<const MR: usize, const NR: usize>(
         }
         for (i, row) in acc.iter().enumerate().take(m) {
             for (j, x) in row.iter().enumerate().take(n) {
-                *c.offset(i as isize * c_rs + j as isize) = *x;
+                let x = match epilogue {
+                    Some(e) => e.apply(i, j, *x),
+                    None => *x,
+                };
+                *c.offset(i as isize * c_rs + j as isize) = x;
             }
         }
     }

@@ -13,6 +13,9 @@
 //! - C element `(i, j)` at `c[i*c_rs + j]`.
 //! - `accumulate != 0`: `C += A·B`; `accumulate == 0`: `C = A·B` (C is not
 //!   read). `kc = 0` is allowed (and writes zeros without `accumulate`).
+//! - `epilogue`: null, or an [`Epilogue`] applied to each result before it
+//!   is stored (a bias, a residual, a clamp: the product's elementwise
+//!   consumer, fused).
 //!
 //! Full tiles keep the `MR×NR` accumulators in registers across the whole
 //! `kc` loop; edge tiles never touch memory outside the `m×n` / `kc` region.
@@ -25,6 +28,7 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod epilogue;
 mod generic;
 mod registry;
 #[cfg(target_arch = "x86_64")]
@@ -32,6 +36,7 @@ mod sse;
 #[cfg(target_arch = "x86_64")]
 mod vector_kernels;
 
+pub use epilogue::{Addend, CLAMP_LOWER, CLAMP_UPPER, Epilogue, MAX_ADDENDS};
 pub use registry::{all_kernels, find};
 
 use super::Target;
@@ -44,8 +49,10 @@ use super::Target;
 /// The caller guarantees that the CPU supports the kernel's [`Isa`], that
 /// `0 ≤ m ≤ MR`, `0 ≤ n ≤ NR`, `kc ≥ 0`, and that every element of A, B and C
 /// the module docs name for that region is valid to read (A, B) and to read
-/// and write (C), with C not aliasing A or B. Nothing outside that region is
-/// touched. Use [`run`] for a checked call.
+/// and write (C), with C not aliasing A or B, and that `epilogue` is null
+/// or points to an [`Epilogue`] whose used addends are valid to read over
+/// the same `m×n` region. Nothing outside that region is touched. Use
+/// [`run`] for a checked call.
 pub type GemmFn = unsafe extern "C" fn(
     kc: i64,
     a: *const f32,
@@ -58,6 +65,7 @@ pub type GemmFn = unsafe extern "C" fn(
     m: i64,
     n: i64,
     accumulate: i64,
+    epilogue: *const Epilogue,
 );
 
 /// An instruction set a micro-kernel is written for, ordered by vector width
@@ -308,6 +316,7 @@ pub fn run(
             to_i64(m),
             to_i64(n),
             i64::from(accumulate),
+            std::ptr::null(),
         )
     }
     Ok(())

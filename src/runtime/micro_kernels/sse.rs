@@ -5,7 +5,8 @@
 //! valid lanes, so nothing outside the region is touched.
 
 use std::arch::x86_64::{
-    __m128, _mm_add_ps, _mm_loadu_ps, _mm_mul_ps, _mm_set1_ps, _mm_setzero_ps, _mm_storeu_ps,
+    __m128, _mm_add_ps, _mm_loadu_ps, _mm_max_ps, _mm_min_ps, _mm_mul_ps, _mm_set1_ps,
+    _mm_setzero_ps, _mm_storeu_ps,
 };
 use std::ptr::copy_nonoverlapping;
 
@@ -35,6 +36,9 @@ vector_micro_kernels! {
         _mm_storeu_ps(lanes.as_mut_ptr(), v);
         copy_nonoverlapping(lanes.as_ptr(), p, left);
     },
+    add(a, b) => _mm_add_ps(a, b),
+    max(a, b) => _mm_max_ps(a, b),
+    min(a, b) => _mm_min_ps(a, b),
     kernels: {
         sse_4x8: 4 x 8 edge_rows [1, 2],
         sse_6x8: 6 x 8 edge_rows [1, 2, 4],

@@ -28,6 +28,9 @@
 ///   `load_masked(p, mask)` (zeros in masked-out lanes) and
 ///   `store_masked(p, mask, v)` access only the lanes in the mask.
 ///
+/// - `add(a, b)`, `max(a, b)`, `min(a, b)`: per lane (`max`/`min` return
+///   `b` where `a` is NaN, as `f32::max`/`f32::min` do), for the epilogue.
+///
 /// `full_tile_kloop: f` (optional) names a function
 /// `f::<MR, NV>(kc, a, a_rs, a_cs, b, b_rs, &mut accs) -> bool` that may run
 /// the k loop of a full tile itself (returning `true`), e.g. in assembly.
@@ -48,6 +51,9 @@ macro_rules! vector_micro_kernels {
         lane_mask($left:ident) => $lane_mask:expr,
         load_masked($mlp:ident, $mlm:ident) => $load_masked:expr,
         store_masked($msp:ident, $msm:ident, $msv:ident) => $store_masked:expr,
+        add($aa:ident, $ab:ident) => $add:expr,
+        max($xa:ident, $xb:ident) => $max:expr,
+        min($na:ident, $nb:ident) => $min:expr,
         $(full_tile_kloop: $kloop:ident,)?
         kernels: {
             $($name:ident: $mr:literal x $nr:literal edge_rows [$($er:literal),*]),* $(,)?
@@ -70,6 +76,7 @@ macro_rules! vector_micro_kernels {
             unsafe extern "C" fn $name(
                 kc: i64, a: *const f32, a_rs: i64, a_cs: i64, b: *const f32, b_rs: i64,
                 c: *mut f32, c_rs: i64, m: i64, n: i64, accumulate: i64,
+                epilogue: *const $crate::runtime::micro_kernels::Epilogue,
             ) {
                 const NV: usize = $nr / L;
                 // A tile of fewer rows runs as the next listed edge height:
@@ -78,9 +85,10 @@ macro_rules! vector_micro_kernels {
                 // SAFETY: forwarded contract (including the ISA's features);
                 // m ≤ rows, so each tile computes the same m×n region.
                 unsafe {
+                    let epilogue = epilogue.as_ref();
                     match rows {
-                        $($er => tile::<$er, NV>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate),)*
-                        _ => tile::<$mr, NV>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate),
+                        $($er => tile::<$er, NV>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate, epilogue),)*
+                        _ => tile::<$mr, NV>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, accumulate, epilogue),
                     }
                 }
             }
@@ -114,6 +122,7 @@ macro_rules! vector_micro_kernels {
             m: i64,
             n: i64,
             accumulate: i64,
+            epilogue: Option<&$crate::runtime::micro_kernels::Epilogue>,
         ) {
             let m = m.clamp(0, MR as i64) as usize;
             let n = n.clamp(0, (NV * L) as i64) as usize;
@@ -128,18 +137,18 @@ macro_rules! vector_micro_kernels {
             unsafe {
                 if m == MR && n == NV * L {
                     if a_rs == 1 {
-                        body::<MR, NV, true, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc)
+                        body::<MR, NV, true, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue)
                     } else {
-                        body::<MR, NV, false, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc)
+                        body::<MR, NV, false, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue)
                     }
                 } else {
                     // An edge tile as narrow as its columns: a 4-column
                     // edge of a 32-wide kernel costs one vector per row, not two.
                     match n.div_ceil(L) {
-                        1 if NV > 1 => body::<MR, 1, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc),
-                        2 if NV > 2 => body::<MR, 2, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc),
-                        3 if NV > 3 => body::<MR, 3, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc),
-                        _ => body::<MR, NV, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc),
+                        1 if NV > 1 => body::<MR, 1, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
+                        2 if NV > 2 => body::<MR, 2, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
+                        3 if NV > 3 => body::<MR, 3, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
+                        _ => body::<MR, NV, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
                     }
                 }
             }
@@ -164,6 +173,7 @@ macro_rules! vector_micro_kernels {
             m: usize,
             n: usize,
             accumulate: bool,
+            epilogue: Option<&$crate::runtime::micro_kernels::Epilogue>,
         ) {
             let mut masks: [$mask; NV] = [{ let $left = L; $lane_mask }; NV];
             if MASKED {
@@ -244,6 +254,9 @@ macro_rules! vector_micro_kernels {
                     ap = ap.wrapping_offset(a_cs);
                     bp = bp.wrapping_offset(b_rs);
                 }
+                if let Some(epilogue) = epilogue {
+                    apply_epilogue::<MR, NV, MASKED>(epilogue, &mut accs, m, &masks);
+                }
                 for i in 0..MR {
                     if MASKED && i >= m {
                         continue;
@@ -256,6 +269,82 @@ macro_rules! vector_micro_kernels {
                         } else {
                             let ($sp, $sv) = (row.add(v * L), accs[i][v]);
                             $store;
+                        }
+                    }
+                }
+            }
+        }
+
+        /// The epilogue on the accumulators of rows `..m` (see
+        /// [`super::Epilogue`]); an edge tile reads its addends under the
+        /// column masks.
+        ///
+        /// # Safety
+        ///
+        /// Every used addend's elements of the `m`-row tile region are
+        /// valid to read.
+        #[allow(clippy::needless_range_loop)]
+        #[inline]
+        #[target_feature(enable = $features)]
+        unsafe fn apply_epilogue<const MR: usize, const NV: usize, const MASKED: bool>(
+            epilogue: &$crate::runtime::micro_kernels::Epilogue,
+            accs: &mut [[$vector; NV]; MR],
+            m: usize,
+            masks: &[$mask; NV],
+        ) {
+            let rows = if MASKED { m.min(MR) } else { MR };
+            // SAFETY (all accesses): the caller's contract; masked-out
+            // lanes are not accessed.
+            unsafe {
+                for addend in epilogue.used_addends() {
+                    let rs = addend.row_stride as isize;
+                    for i in 0..rows {
+                        let row = addend.data.offset(i as isize * rs);
+                        if addend.col_stride == 0 {
+                            let term = {
+                                let $sx = *row;
+                                $splat
+                            };
+                            for v in 0..NV {
+                                let ($aa, $ab) = (accs[i][v], term);
+                                accs[i][v] = $add;
+                            }
+                        } else {
+                            for v in 0..NV {
+                                let term = if MASKED {
+                                    let ($mlp, $mlm) = (row.wrapping_add(v * L), masks[v]);
+                                    $load_masked
+                                } else {
+                                    let $lp = row.add(v * L);
+                                    $load
+                                };
+                                let ($aa, $ab) = (accs[i][v], term);
+                                accs[i][v] = $add;
+                            }
+                        }
+                    }
+                }
+                if epilogue.clamp & $crate::runtime::micro_kernels::CLAMP_LOWER != 0 {
+                    let bound = {
+                        let $sx = epilogue.lower;
+                        $splat
+                    };
+                    for i in 0..rows {
+                        for v in 0..NV {
+                            let ($xa, $xb) = (accs[i][v], bound);
+                            accs[i][v] = $max;
+                        }
+                    }
+                }
+                if epilogue.clamp & $crate::runtime::micro_kernels::CLAMP_UPPER != 0 {
+                    let bound = {
+                        let $sx = epilogue.upper;
+                        $splat
+                    };
+                    for i in 0..rows {
+                        for v in 0..NV {
+                            let ($na, $nb) = (accs[i][v], bound);
+                            accs[i][v] = $min;
                         }
                     }
                 }

@@ -4,6 +4,7 @@
 
 mod bound;
 mod emit;
+mod epilogue;
 mod layout;
 mod pack;
 mod pipeline;

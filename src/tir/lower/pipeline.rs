@@ -124,6 +124,14 @@ pub const LOWERING_PASSES: &[Pass] = &[
         "serial loops that only step a one-row stencil call from row to row merged into the call (one call per plane of a depthwise convolution)",
         super::super::coalesce_stencil_rows,
     ),
+    Pass::schedule(
+        "fuse_kernel_epilogues",
+        "an elementwise consumer of a micro-kernel tile (addends per row or along it, a max and min with constants) fused into the call, which stores the output through it",
+        |cx| {
+            cx.fuse_kernel_epilogues();
+            Ok(())
+        },
+    ),
 ];
 
 /// The function after one pass.
@@ -213,6 +221,7 @@ mod tests {
                 "remove_decided_branches",
                 "coalesce_kernel_reductions",
                 "coalesce_stencil_rows",
+                "fuse_kernel_epilogues",
             ]
         );
         let simplifying: Vec<&str> = LOWERING_PASSES

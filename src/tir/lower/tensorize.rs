@@ -240,6 +240,7 @@ impl Lowering<'_> {
             b: operand(bb, bf, roles.k, None),
             c: operand(buffer, c, roles.m, None),
             accumulate: accumulate.unwrap_or_else(|| Expr::i64(1)),
+            epilogue: None,
         };
         Ok((
             guarded_by(outside, Stmt::MicroKernelCall(Box::new(call))),

@@ -41,6 +41,7 @@ fn coverage() -> common::IsaCoverage {
 }
 
 mod constant_copies;
+mod epilogue;
 mod kernels;
 mod pack;
 mod sketches;
