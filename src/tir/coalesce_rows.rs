@@ -4,7 +4,8 @@
 //! `accumulate` fixed, is the same work as one call of `extent` rows (the
 //! primitive walks them in order). A depthwise convolution computed in
 //! place then makes one call per channel instead of one per output row,
-//! and the call's setup is paid once per plane.
+//! and the call's setup is paid once per plane. A fused epilogue's addends
+//! step by their own fixed amount per row (a bias per channel: none).
 
 use crate::arith::{Affine, Decompose, mentions};
 use crate::te::{Var, VarId};
@@ -68,6 +69,16 @@ fn merged(call: &StencilCall, loop_var: &Var, extent: i64) -> Option<StencilCall
     merged.out.strides[3] = out_y;
     merged.input.offset = at_zero(&input).to_expr();
     merged.input.strides[3] = in_y;
+    // An epilogue's addends move from row to row by their own step.
+    for addend in merged
+        .epilogue
+        .iter_mut()
+        .flat_map(|e| e.addends.iter_mut())
+    {
+        let form = Affine::with(&addend.offset, exact);
+        addend.row_stride = form.coefficient(var).filter(|step| *step >= 0)?;
+        addend.offset = at_zero(&form).to_expr();
+    }
     Some(merged)
 }
 
@@ -101,6 +112,7 @@ mod tests {
             input: operand(1, y.expr() * 20, [1, 20, 1, 0]),
             weight: operand(2, weight_offset, [0, 3, 1, 0]),
             accumulate: Expr::i64(0),
+            epilogue: None,
         };
         let nest = Stmt::For {
             var: y.clone(),

@@ -334,7 +334,7 @@ fn count_uses(s: &Stmt, func: &PrimFunc, id: BufferId) -> usize {
             Stmt::MicroKernelCall(call) => call.operands().iter().any(|o| o.buffer == id),
             Stmt::PackCall(call) => call.src.buffer == id || call.dst.buffer == id,
             Stmt::RowMathCall(call) => call.buffer == id,
-            Stmt::StencilCall(call) => call.operands().iter().any(|o| o.buffer == id),
+            Stmt::StencilCall(call) => call.uses(id),
         };
         uses += usize::from(used);
     });
@@ -562,6 +562,9 @@ impl Redirect {
             Stmt::StencilCall(mut call) => {
                 for o in [&mut call.out, &mut call.input, &mut call.weight] {
                     self.retarget(&mut o.buffer, &mut o.offset);
+                }
+                for addend in call.epilogue.iter_mut().flat_map(|e| e.addends.iter_mut()) {
+                    self.operand(addend);
                 }
                 Stmt::StencilCall(call)
             }

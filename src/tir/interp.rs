@@ -122,6 +122,9 @@ struct StencilOp {
     operands: [(usize, Node, [i64; 4]); 3],
     /// Rows of outputs.
     rows: i64,
+    /// The epilogue, if any, with the output as a `rows × n` tile (buffer,
+    /// offset, row stride, column stride).
+    epilogue: Option<(EpilogueOp, (usize, Node, i64, i64))>,
 }
 
 /// A packing call, resolved.
@@ -233,6 +236,11 @@ fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
             }))
         }
         Stmt::StencilCall(call) => {
+            let kernel_operand = |o: &super::ir::MicroKernelOperand| {
+                r.resolve(&o.offset)
+                    .map(|offset| (o.buffer, offset, o.row_stride, o.col_stride))
+                    .map_err(unresolved)
+            };
             let operand = |o: &super::ir::StencilOperand| {
                 r.resolve(&o.offset)
                     .map(|offset| (o.buffer, offset, o.strides))
@@ -252,6 +260,26 @@ fn compile(s: &Stmt, r: &mut Resolver) -> Result<Op, TirInterpError> {
                     operand(&call.weight)?,
                 ],
                 rows: call.rows,
+                epilogue: match &call.epilogue {
+                    Some(e) => Some((
+                        EpilogueOp {
+                            addends: e
+                                .addends
+                                .iter()
+                                .map(kernel_operand)
+                                .collect::<Result<_, _>>()?,
+                            lower: e.lower,
+                            upper: e.upper,
+                        },
+                        kernel_operand(&super::ir::MicroKernelOperand {
+                            buffer: call.out.buffer,
+                            offset: call.out.offset.clone(),
+                            row_stride: call.out.strides[3],
+                            col_stride: call.out.strides[0],
+                        })?,
+                    )),
+                    None => None,
+                },
             }))
         }
     })
@@ -362,7 +390,7 @@ impl Machine<'_> {
                 let (c, accumulate) = self.call_counts(counts, accumulate)?;
                 self.micro_kernel_call(c, accumulate, operands)?;
                 if let Some(epilogue) = epilogue {
-                    self.kernel_epilogue(c, &operands[2], epilogue)?
+                    self.kernel_epilogue(0..c[0], c[1], &operands[2], epilogue)?
                 }
             }
             Op::StencilCall(op) => {
@@ -371,10 +399,14 @@ impl Machine<'_> {
                     accumulate,
                     operands,
                     rows,
+                    epilogue,
                 } = op.as_ref();
                 let (c, accumulate) = self.call_counts(counts, accumulate)?;
                 for y in 0..*rows {
-                    self.stencil_call(c, y, accumulate, operands)?
+                    self.stencil_call(c, y, accumulate, operands)?;
+                    if let Some((epilogue, out)) = epilogue {
+                        self.kernel_epilogue(y..y + 1, c[0], out, epilogue)?
+                    }
                 }
             }
             Op::PackCall(op) => {
@@ -590,13 +622,14 @@ impl Machine<'_> {
         Ok(())
     }
 
-    /// A micro-kernel call's epilogue on the `m × n` results it stored in
-    /// C: each addend in order, then the clamps (the order of
+    /// A call's epilogue on rows `rows` of the `n`-column results it stored
+    /// in C: each addend in order, then the clamps (the order of
     /// `runtime::micro_kernels::Epilogue`), every addend read checked
     /// against its buffer's bounds.
     fn kernel_epilogue(
         &mut self,
-        [m, n, _]: [i64; 3],
+        rows: std::ops::Range<i64>,
+        n: i64,
         c: &(usize, Node, i64, i64),
         epilogue: &EpilogueOp,
     ) -> Result<(), TirInterpError> {
@@ -605,6 +638,7 @@ impl Machine<'_> {
             lower,
             upper,
         } = epilogue;
+        let m = rows.end;
         let mut bases = Vec::with_capacity(addends.len());
         for addend in addends {
             let [base] = self.operand_bases(std::array::from_ref(addend), [(m, n)], usize::MAX)?;
@@ -612,7 +646,7 @@ impl Machine<'_> {
         }
         let [c_base] = self.operand_bases(std::array::from_ref(c), [(m, n)], 0)?;
         let (c_buffer, _, c_rs, c_cs) = *c;
-        for i in 0..m {
+        for i in rows {
             for j in 0..n {
                 let at = (c_base + i * c_rs + j * c_cs) as usize;
                 let mut x = self.buffers[c_buffer]

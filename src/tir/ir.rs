@@ -270,6 +270,11 @@ pub struct StencilCall {
     /// An `i64` expression: nonzero where the call adds to the output,
     /// zero where it starts it from zero (as [`MicroKernelCall::accumulate`]).
     pub accumulate: Expr,
+    /// What the primitive applies to each output before storing it, the
+    /// output `j` of row `y` as the epilogue's element `(y, j)` (the
+    /// convolution's elementwise consumer, fused by `fuse_kernel_epilogues`),
+    /// or `None`.
+    pub epilogue: Option<KernelEpilogue>,
 }
 
 impl StencilCall {
@@ -284,12 +289,23 @@ impl StencilCall {
     }
 
     /// Every expression of the call: the operands' offsets, the counts,
-    /// then `accumulate`.
+    /// `accumulate`, then the epilogue's addends' offsets.
     pub fn exprs(&self) -> Vec<&Expr> {
         let mut out: Vec<&Expr> = self.operands().iter().map(|o| &o.offset).collect();
         out.extend(self.counts.iter());
         out.push(&self.accumulate);
+        out.extend(self.addends().map(|a| &a.offset));
         out
+    }
+
+    /// The epilogue's addends (none without an epilogue).
+    pub fn addends(&self) -> impl Iterator<Item = &MicroKernelOperand> {
+        self.epilogue.iter().flat_map(|e| e.addends.iter())
+    }
+
+    /// Whether the call reads or writes buffer `id` (an operand or an addend).
+    pub fn uses(&self, id: BufferId) -> bool {
+        self.operands().iter().any(|o| o.buffer == id) || self.addends().any(|a| a.buffer == id)
     }
 }
 

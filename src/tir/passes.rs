@@ -130,6 +130,9 @@ pub fn map_own_exprs(s: Stmt, f: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
             for operand in [&mut call.out, &mut call.input, &mut call.weight] {
                 operand.offset = f(&operand.offset);
             }
+            for addend in call.epilogue.iter_mut().flat_map(|e| e.addends.iter_mut()) {
+                addend.offset = f(&addend.offset);
+            }
             for count in call.counts.iter_mut() {
                 *count = f(count);
             }

@@ -92,18 +92,11 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
             let operand = |o: &super::ir::MicroKernelOperand| operand(f, o);
             let [m, n, kc] = &call.counts;
             let (assign, when) = assignment(&call.accumulate);
-            let mut product = format!("{} @ {}", operand(&call.a), operand(&call.b));
-            if let Some(epilogue) = &call.epilogue {
-                for addend in &epilogue.addends {
-                    product = format!("({product} + {})", operand(addend));
-                }
-                if let Some(lower) = epilogue.lower {
-                    product = format!("max({product}, {lower:?})");
-                }
-                if let Some(upper) = epilogue.upper {
-                    product = format!("min({product}, {upper:?})");
-                }
-            }
+            let product = with_epilogue(
+                f,
+                format!("{} @ {}", operand(&call.a), operand(&call.b)),
+                call.epilogue.as_ref(),
+            );
             writeln!(
                 out,
                 "{pad}{} {assign} {product}  // micro-kernel {} {}x{}x{} m={m} n={n} kc={kc}{when}",
@@ -117,12 +110,19 @@ fn write_stmt(out: &mut String, f: &PrimFunc, s: &Stmt, depth: usize) -> fmt::Re
         Stmt::StencilCall(call) => {
             let [n, r, s] = &call.counts;
             let (assign, when) = assignment(&call.accumulate);
+            let sum = with_epilogue(
+                f,
+                format!(
+                    "sum_rs {} * {}",
+                    stencil_operand(f, &call.weight),
+                    stencil_operand(f, &call.input)
+                ),
+                call.epilogue.as_ref(),
+            );
             writeln!(
                 out,
-                "{pad}{} {assign} sum_rs {} * {}  // stencil {} {}x{}x{} n={n} r={r} s={s} rows={}{when}",
+                "{pad}{} {assign} {sum}  // stencil {} {}x{}x{} n={n} r={r} s={s} rows={}{when}",
                 stencil_operand(f, &call.out),
-                stencil_operand(f, &call.weight),
-                stencil_operand(f, &call.input),
                 call.primitive(),
                 call.extents[0],
                 call.extents[1],
@@ -182,6 +182,28 @@ fn stencil_operand(f: &PrimFunc, o: &super::ir::StencilOperand) -> String {
         "{}[{} + j*{j} + r*{r} + s*{s} + y*{y}]",
         f.buffers[o.buffer].name, o.offset
     )
+}
+
+/// `value` as a call's epilogue transforms it: `min(max((value + a) + b, lo), hi)`.
+fn with_epilogue(
+    f: &PrimFunc,
+    value: String,
+    epilogue: Option<&super::ir::KernelEpilogue>,
+) -> String {
+    let Some(epilogue) = epilogue else {
+        return value;
+    };
+    let mut value = value;
+    for addend in &epilogue.addends {
+        value = format!("({value} + {})", operand(f, addend));
+    }
+    if let Some(lower) = epilogue.lower {
+        value = format!("max({value}, {lower:?})");
+    }
+    if let Some(upper) = epilogue.upper {
+        value = format!("min({value}, {upper:?})");
+    }
+    value
 }
 
 fn operand(f: &PrimFunc, o: &super::ir::MicroKernelOperand) -> String {

@@ -200,9 +200,7 @@ fn promotable(body: &Stmt, buffer: BufferId, handle: &Tensor, in_parallel: bool)
             stores_ok = false
         }
         // And a stencil primitive.
-        Stmt::StencilCall(call) if call.operands().iter().any(|o| o.buffer == buffer) => {
-            stores_ok = false
-        }
+        Stmt::StencilCall(call) if call.uses(buffer) => stores_ok = false,
         _ => {}
     });
     body.visit_exprs(&mut check_reads);

@@ -128,9 +128,13 @@ impl FnTranslator<'_, '_, '_> {
         Ok(())
     }
 
-    /// The address of a stack [`Epilogue`] holding `epilogue`'s addends'
+    /// The address of a stack [`Epilogue`] (a micro-kernel's or a stencil
+    /// primitive's) holding `epilogue`'s addends'
     /// addresses and strides and its clamps, laid out as the kernels read it.
-    fn epilogue_struct(&mut self, epilogue: &KernelEpilogue) -> Result<Value, CodegenError> {
+    pub(super) fn epilogue_struct(
+        &mut self,
+        epilogue: &KernelEpilogue,
+    ) -> Result<Value, CodegenError> {
         if epilogue.addends.len() > MAX_ADDENDS {
             return Err(CodegenError::Unsupported(format!(
                 "a micro-kernel epilogue with {} addends (the kernels take at most {MAX_ADDENDS})",

@@ -32,6 +32,10 @@ impl FnTranslator<'_, '_, '_> {
         let weight = self.element_address(call.weight.buffer, &call.weight.offset)?;
         let (counts, accumulate) = self.call_counts(&call.counts, &call.accumulate)?;
         let int = |this: &mut Self, v: i64| this.b.ins().iconst(types::I64, v);
+        let epilogue = match &call.epilogue {
+            Some(epilogue) => self.epilogue_struct(epilogue)?,
+            None => int(self, 0),
+        };
         let [in_x, in_r, in_s, in_y] = call.input.strides;
         let [_, w_r, w_s, _] = call.weight.strides;
         let args = [
@@ -50,10 +54,11 @@ impl FnTranslator<'_, '_, '_> {
             int(self, call.rows),
             int(self, call.out.strides[3]),
             int(self, in_y),
+            epilogue,
         ];
         let f = self
             .imports
-            .get(&mut self.b, symbol, &[types::I64; 15], None)?;
+            .get(&mut self.b, symbol, &[types::I64; 16], None)?;
         self.b.ins().call(f, &args);
         Ok(())
     }

@@ -20,6 +20,8 @@
 ///
 /// - `ops`, safe: `lane_mask(count)` (lanes `0..min(count, LANES)`),
 ///   `zero()`, `splat(c)`, `fma(a, b, c)` = a·b + c (one rounding),
+///   `add(a, b)`, `max(a, b)` and `min(a, b)` (`b` where `a` is NaN, as
+///   `f32::max`/`f32::min`: the epilogue's operations),
 ///   `evens(low, high)` (the even lanes of `low` then `high`, in the ISA's
 ///   stride-2 order) and `evens_order(v)` (maps a vector between the
 ///   natural lane order and the stride-2 order, either way: its own
@@ -111,11 +113,12 @@ macro_rules! stencil_algorithm {
             rows: i64,
             out_y: i64,
             in_y: i64,
+            epilogue: *const $crate::runtime::micro_kernels::Epilogue,
         ) {
             let shape = StencilShape {
                 n, taps_r, taps_s, in_x, in_r, in_s, w_r, w_s, rows, out_y, in_y,
             };
-            let Some(row) = Row::new(out, input, weight, shape, accumulate != 0) else {
+            let Some(row) = Row::new(out, input, weight, shape, accumulate != 0, epilogue) else {
                 return;
             };
             // SAFETY: the caller's contract; the registry lists this
@@ -131,7 +134,8 @@ macro_rules! stencil_algorithm {
         #[target_feature(enable = $features)]
         unsafe fn stencil(rows: &Row) {
             let mut row = *rows;
-            for _ in 0..rows.rows {
+            for y in 0..rows.rows {
+                row.y = y;
                 // SAFETY (all arms): the caller's contract, for this row.
                 match row.in_x {
                     1 => unsafe { taps(&row, Contiguous) },
@@ -272,12 +276,18 @@ macro_rules! stencil_algorithm {
                     }
                 }
             }
+            // SAFETY: the caller's contract: the epilogue is null or valid.
+            let epilogue = unsafe { row.epilogue.as_ref() };
             for (v, a) in acc.into_iter().enumerate() {
                 let p = out.wrapping_add(v * LANES);
                 // SAFETY: the features are enabled; outputs of this block,
-                // in `0..n`.
+                // in `0..n`, and their addends.
                 unsafe {
-                    let natural = inputs.order(a);
+                    let mut natural = inputs.order(a);
+                    if let Some(epilogue) = epilogue {
+                        let mask = if is_tail(v) { out_mask } else { lane_mask(LANES) };
+                        natural = epilogue_on(epilogue, natural, row.y, j + v * LANES, mask);
+                    }
                     if is_tail(v) {
                         store_masked(p, out_mask, natural)
                     } else {
@@ -285,6 +295,45 @@ macro_rules! stencil_algorithm {
                     }
                 }
             }
+        }
+
+        /// `v`, the outputs `j..` of row `y` (lanes in `mask`), through the
+        /// epilogue: each addend, then the clamps.
+        ///
+        /// # Safety
+        ///
+        /// The CPU has the features; the addends at `(y, j..)` of the
+        /// lanes in `mask` are readable.
+        #[target_feature(enable = $features)]
+        #[inline]
+        unsafe fn epilogue_on(
+            epilogue: &$crate::runtime::micro_kernels::Epilogue,
+            mut v: V,
+            y: usize,
+            j: usize,
+            mask: M,
+        ) -> V {
+            for addend in epilogue.used_addends() {
+                let at = offset(y, addend.row_stride as isize)
+                    .wrapping_add(offset(j, addend.col_stride as isize));
+                let p = addend.data.wrapping_offset(at);
+                // SAFETY: the caller's contract.
+                let term = unsafe {
+                    if addend.col_stride == 0 {
+                        splat(*p)
+                    } else {
+                        load_masked(p, mask)
+                    }
+                };
+                v = add(v, term);
+            }
+            if epilogue.clamp & $crate::runtime::micro_kernels::CLAMP_LOWER != 0 {
+                v = max(v, splat(epilogue.lower));
+            }
+            if epilogue.clamp & $crate::runtime::micro_kernels::CLAMP_UPPER != 0 {
+                v = min(v, splat(epilogue.upper));
+            }
+            v
         }
 
         /// How a vector of [`LANES`] consecutive outputs loads its input at

@@ -6,11 +6,11 @@
 //! store ([`evens_order`]).
 
 use std::arch::x86_64::{
-    __m256, __m256i, _mm256_castpd_ps, _mm256_castps_pd, _mm256_castsi256_ps, _mm256_cmpgt_epi32,
-    _mm256_fmadd_ps, _mm256_i32gather_ps, _mm256_loadu_ps, _mm256_loadu_si256,
-    _mm256_mask_i32gather_ps, _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_permute4x64_pd,
-    _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps, _mm256_shuffle_ps,
-    _mm256_storeu_ps,
+    __m256, __m256i, _mm256_add_ps, _mm256_castpd_ps, _mm256_castps_pd, _mm256_castsi256_ps,
+    _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_i32gather_ps, _mm256_loadu_ps, _mm256_loadu_si256,
+    _mm256_mask_i32gather_ps, _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_max_ps,
+    _mm256_min_ps, _mm256_permute4x64_pd, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32,
+    _mm256_setzero_ps, _mm256_shuffle_ps, _mm256_storeu_ps,
 };
 
 use super::algorithm::stencil_algorithm;
@@ -32,6 +32,9 @@ stencil_algorithm! {
         );
         fn zero() -> V => _mm256_setzero_ps();
         fn splat(c: f32) -> V => _mm256_set1_ps(c);
+        fn add(a: V, b: V) -> V => _mm256_add_ps(a, b);
+        fn max(a: V, b: V) -> V => _mm256_max_ps(a, b);
+        fn min(a: V, b: V) -> V => _mm256_min_ps(a, b);
         fn fma(a: V, b: V, c: V) -> V => _mm256_fmadd_ps(a, b, c);
         /// The even elements of `low` then `high`, shuffled within 128-bit
         /// halves: outputs 0, 1, 4, 5, 2, 3, 6, 7.

@@ -5,9 +5,10 @@
 //! order.
 
 use std::arch::x86_64::{
-    __m512, __m512i, __mmask16, _mm512_fmadd_ps, _mm512_i32gather_ps, _mm512_loadu_ps,
-    _mm512_loadu_si512, _mm512_mask_i32gather_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
-    _mm512_permutex2var_ps, _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_ps, _mm512_storeu_ps,
+    __m512, __m512i, __mmask16, _mm512_add_ps, _mm512_fmadd_ps, _mm512_i32gather_ps,
+    _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_i32gather_ps, _mm512_mask_storeu_ps,
+    _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_min_ps, _mm512_permutex2var_ps, _mm512_set1_ps,
+    _mm512_setr_epi32, _mm512_setzero_ps, _mm512_storeu_ps,
 };
 
 use super::algorithm::stencil_algorithm;
@@ -26,6 +27,9 @@ stencil_algorithm! {
         fn lane_mask(count: usize) -> M => ((1u32 << count.min(LANES)) - 1) as M;
         fn zero() -> V => _mm512_setzero_ps();
         fn splat(c: f32) -> V => _mm512_set1_ps(c);
+        fn add(a: V, b: V) -> V => _mm512_add_ps(a, b);
+        fn max(a: V, b: V) -> V => _mm512_max_ps(a, b);
+        fn min(a: V, b: V) -> V => _mm512_min_ps(a, b);
         fn fma(a: V, b: V, c: V) -> V => _mm512_fmadd_ps(a, b, c);
         /// Lanes 0, 2, …, 30 of the pair (`low`, `high`), in order.
         fn evens(low: V, high: V) -> V => _mm512_permutex2var_ps(

@@ -35,7 +35,7 @@ mod tests;
 pub use registry::{all_primitives, allowed_isas, find, primitive_for, stencil_isas};
 
 use super::Target;
-use super::micro_kernels::Isa;
+use super::micro_kernels::{Epilogue, Isa};
 
 /// The C ABI of every stencil primitive: for each row `0 ≤ y < rows`, one
 /// after the other, with `out` advanced by `y·out_y` and `input` by
@@ -64,13 +64,18 @@ use super::micro_kernels::Isa;
 ///   `out[j]`, which is then never read;
 /// - `rows`, `out_y`, `in_y`: rows of outputs (a depthwise convolution's
 ///   output rows of one channel, one call for all), and the output and
-///   input elements between consecutive rows (`≥ 0`).
+///   input elements between consecutive rows (`≥ 0`);
+/// - `epilogue`: null, or an [`Epilogue`] each output passes through before
+///   it is stored, as the element `(y, j)` of its rows (a bias, a clip:
+///   the convolution's elementwise consumer, fused).
 ///
 /// # Safety
 ///
 /// The caller guarantees that the CPU supports the primitive's [`Isa`];
 /// that the input elements from `input[0]` to the last one the formula
-/// names, and every weight the formula names, are valid for reading; that
+/// names, every weight the formula names, and the epilogue's addends at
+/// every `(y, j)` of the call (where `epilogue` is not null) are valid for
+/// reading; that
 /// every row's `out[0..n]` is valid for writing (and reading when
 /// accumulating); and that `out` overlaps neither `input` nor `weight`.
 ///
@@ -97,6 +102,7 @@ pub type StencilFn = unsafe extern "C" fn(
     rows: i64,
     out_y: i64,
     in_y: i64,
+    epilogue: *const Epilogue,
 );
 
 /// One compiled stencil primitive.
@@ -279,12 +285,41 @@ pub fn run(
     // SAFETY: the target allows the ISA and every target describes this
     // host's CPU; the strides are non-negative, so every element the
     // formula names lies below the lengths just checked; `out` is a unique
-    // borrow, so it overlaps neither shared slice.
+    // borrow, so it overlaps neither shared slice; no epilogue.
     unsafe {
-        (primitive.func)(
+        call(
+            primitive,
             out.as_mut_ptr(),
             input.as_ptr(),
             weight.as_ptr(),
+            shape,
+            accumulate,
+            std::ptr::null(),
+        )
+    };
+    Ok(())
+}
+
+/// Calls `primitive` through its C ABI with `shape`'s arguments.
+///
+/// # Safety
+///
+/// The [`StencilFn`] contract.
+unsafe fn call(
+    primitive: &StencilPrimitive,
+    out: *mut f32,
+    input: *const f32,
+    weight: *const f32,
+    shape: StencilShape,
+    accumulate: bool,
+    epilogue: *const Epilogue,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        (primitive.func)(
+            out,
+            input,
+            weight,
             shape.n,
             shape.taps_r,
             shape.taps_s,
@@ -297,9 +332,9 @@ pub fn run(
             shape.rows,
             shape.out_y,
             shape.in_y,
+            epilogue,
         )
-    };
-    Ok(())
+    }
 }
 
 /// The arguments of one [`StencilFn`] call, as counts and signed pointer
@@ -325,6 +360,9 @@ struct Row {
     rows: usize,
     out_y: isize,
     in_y: isize,
+    /// The epilogue (null: none) and the row being computed, its `y`.
+    epilogue: *const Epilogue,
+    y: usize,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -337,6 +375,7 @@ impl Row {
         weight: *const f32,
         shape: StencilShape,
         accumulate: bool,
+        epilogue: *const Epilogue,
     ) -> Option<Row> {
         let n = usize::try_from(shape.n).ok().filter(|&n| n > 0)?;
         let rows = usize::try_from(shape.rows).ok().filter(|&r| r > 0)?;
@@ -357,6 +396,8 @@ impl Row {
             rows,
             out_y: shape.out_y as isize,
             in_y: shape.in_y as isize,
+            epilogue,
+            y: 0,
         })
     }
 
@@ -392,8 +433,14 @@ impl Row {
                     acc = w.mul_add(x, acc);
                 }
             }
-            // SAFETY: `j < n`: the caller's contract.
-            unsafe { *out = acc };
+            // SAFETY: `j < n` and the epilogue's addends at (y, j): the
+            // caller's contract.
+            unsafe {
+                if let Some(epilogue) = self.epilogue.as_ref() {
+                    acc = epilogue.apply(self.y, j, acc);
+                }
+                *out = acc
+            };
         }
     }
 }

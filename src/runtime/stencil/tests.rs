@@ -313,6 +313,7 @@ fn no_outputs_touch_nothing() {
                     1,
                     0,
                     0,
+                    std::ptr::null(),
                 )
             };
         }
@@ -452,4 +453,113 @@ fn registry_is_consistent() {
     assert!(primitive_for(Isa::Sse).is_none());
     let host = Target::host();
     assert!(allowed_isas(&host).iter().all(|&isa| isa <= host.isa()));
+}
+
+/// Runs `p` on `shape` into `out` (no accumulation) with `epilogue` (null:
+/// none), straight through the C ABI.
+fn call_with(
+    p: &StencilPrimitive,
+    shape: StencilShape,
+    input: &[f32],
+    weight: &[f32],
+    out: &mut [f32],
+    epilogue: *const Epilogue,
+) {
+    assert!(shape.out_len() <= out.len() as u128 && shape.input_len() <= input.len() as u128);
+    // SAFETY: the covered primitives run here; the slices hold every
+    // element the shape names (checked above and by construction of the
+    // weights); the epilogue's addends cover every (y, j) of the shape.
+    unsafe {
+        call(
+            p,
+            out.as_mut_ptr(),
+            input.as_ptr(),
+            weight.as_ptr(),
+            shape,
+            false,
+            epilogue,
+        )
+    }
+}
+
+#[test]
+fn outputs_go_through_the_epilogue_bit_for_bit() {
+    use crate::runtime::micro_kernels::{Addend, CLAMP_LOWER, CLAMP_UPPER};
+    let mut rng = Rng(23);
+    for p in covered_primitives() {
+        for (n, in_x) in [(1, 1), (17, 1), (56, 1), (70, 1), (14, 2), (33, 2), (9, 3)] {
+            let shape = StencilShape {
+                rows: 3,
+                out_y: n + 2,
+                in_y: in_x * padded(n, (3, 3), in_x, 1).in_r,
+                ..padded(n, (3, 3), in_x, 1)
+            };
+            let input = named_input(shape, &mut rng);
+            let weight = named_weight(shape, &mut rng);
+            let bias = [rng.value()];
+            let rs = (n + 5) as usize;
+            let residual: Vec<f32> = (0..3 * rs).map(|_| rng.value()).collect();
+            // A channel's bias (one value for the whole plane) and a ReLU6
+            // (MobileNet), then a residual along the rows and a lower clamp.
+            let epilogues = [
+                Epilogue {
+                    addends: [
+                        Addend {
+                            data: bias.as_ptr(),
+                            row_stride: 0,
+                            col_stride: 0,
+                        },
+                        Addend::NONE,
+                    ],
+                    lower: 0.0,
+                    upper: 0.25,
+                    clamp: CLAMP_LOWER | CLAMP_UPPER,
+                },
+                Epilogue {
+                    addends: [
+                        Addend {
+                            data: bias.as_ptr(),
+                            row_stride: 0,
+                            col_stride: 0,
+                        },
+                        Addend {
+                            data: residual.as_ptr(),
+                            row_stride: rs as i64,
+                            col_stride: 1,
+                        },
+                    ],
+                    lower: -0.5,
+                    upper: 0.0,
+                    clamp: CLAMP_LOWER,
+                },
+            ];
+            let len = shape.out_len() as usize;
+            let mut plain = vec![guard_value(); len];
+            call_with(p, shape, &input, &weight, &mut plain, std::ptr::null());
+            for (e, epilogue) in epilogues.iter().enumerate() {
+                let mut fused = vec![guard_value(); len];
+                call_with(p, shape, &input, &weight, &mut fused, epilogue);
+                for y in 0..shape.rows as usize {
+                    for j in 0..n as usize {
+                        let at = y * shape.out_y as usize + j;
+                        // SAFETY: the addends cover 3 rows of n + 5.
+                        let want = unsafe { epilogue.apply(y, j, plain[at]) };
+                        assert_eq!(
+                            fused[at].to_bits(),
+                            want.to_bits(),
+                            "{} n={n} in_x={in_x} epilogue {e} at ({y}, {j})",
+                            p.name
+                        );
+                    }
+                }
+                let gaps = (0..len).filter(|&i| i % shape.out_y as usize >= n as usize);
+                assert!(
+                    gaps.into_iter()
+                        .all(|i| fused[i].to_bits() == guard_value().to_bits()),
+                    "{}: wrote between rows",
+                    p.name
+                );
+            }
+        }
+    }
 }

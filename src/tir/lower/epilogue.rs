@@ -15,7 +15,9 @@
 //! exactly that order (the kernels apply them in it, so results are
 //! bit-identical); `out` must be contiguous along `c`. The call computes the
 //! rows and columns the consumer's guard lets through, within its own.
-//! Anything else is left as it was.
+//! A one-row stencil call and the one loop over its outputs after it fuse
+//! the same way (a depthwise convolution's bias and clip), before the rows
+//! of a plane are merged into one call. Anything else is left as it was.
 
 use std::collections::HashMap;
 
@@ -24,9 +26,11 @@ use crate::runtime::micro_kernels::MAX_ADDENDS;
 use crate::te::{BinOp, Const, DType, Expr, ExprKind, TensorId, Var, min};
 
 use super::super::ir::{
-    Buffer, BufferId, ForKind, KernelEpilogue, MicroKernelCall, MicroKernelOperand, Stmt,
+    Buffer, BufferId, ForKind, KernelEpilogue, MicroKernelCall, MicroKernelOperand, StencilCall,
+    StencilOperand, Stmt,
 };
 use super::super::passes::{map_children, simplify_exprs};
+use super::super::simplify::simplify;
 use super::Lowering;
 use super::tensorize::{block_counts, guarded_by};
 
@@ -65,7 +69,10 @@ fn fuse(s: Stmt, cx: &Buffers<'_>) -> Stmt {
                     body: Box::new(body),
                 }
             } else {
-                body
+                match body {
+                    Stmt::Seq(mut items) if items.len() == 1 => items.remove(0),
+                    body => body,
+                }
             }
         }
         other => other,
@@ -78,7 +85,11 @@ fn fuse_tile(body: Stmt, tile: BufferId, cx: &Buffers<'_>) -> Stmt {
     let Stmt::Seq(mut items) = body else {
         return body;
     };
-    let writes_tile = |s: &Stmt| matches!(s, Stmt::MicroKernelCall(call) if call.c.buffer == tile);
+    let writes_tile = |s: &Stmt| match s {
+        Stmt::MicroKernelCall(call) => call.c.buffer == tile,
+        Stmt::StencilCall(call) => call.out.buffer == tile,
+        _ => false,
+    };
     let Some(at) = items.iter().position(writes_tile) else {
         return Stmt::Seq(items);
     };
@@ -90,6 +101,9 @@ fn fuse_tile(body: Stmt, tile: BufferId, cx: &Buffers<'_>) -> Stmt {
         (Stmt::MicroKernelCall(call), Some(consumer)) if !elsewhere => {
             fused_call(call, consumer, tile, cx)
         }
+        (Stmt::StencilCall(call), Some(consumer)) if !elsewhere => {
+            fused_stencil(call, consumer, tile, cx)
+        }
         _ => None,
     };
     if let Some(fused) = fused {
@@ -98,9 +112,10 @@ fn fuse_tile(body: Stmt, tile: BufferId, cx: &Buffers<'_>) -> Stmt {
     Stmt::Seq(items)
 }
 
-/// The loops, guard and store of a consumer nest `for r { for c { [if g] store } }`.
+/// The loops, guard and store of a consumer nest `for r { for c { [if g]
+/// store } }` (or of one loop, `for c { … }`).
 struct Nest<'s> {
-    loops: [&'s Var; 2],
+    loops: Vec<&'s Var>,
     guard: Option<&'s Expr>,
     out: BufferId,
     indices: &'s [Expr],
@@ -128,7 +143,10 @@ fn serial_loop(s: &Stmt) -> Option<(&Var, &Stmt)> {
 
 fn nest(s: &Stmt) -> Option<Nest<'_>> {
     let (outer, body) = serial_loop(s)?;
-    let (inner, body) = serial_loop(body)?;
+    let (loops, body) = match serial_loop(body) {
+        Some((inner, body)) => (vec![outer, inner], body),
+        None => (vec![outer], body),
+    };
     let (guard, store) = match single(body)? {
         Stmt::IfThenElse {
             cond,
@@ -146,7 +164,7 @@ fn nest(s: &Stmt) -> Option<Nest<'_>> {
         return None;
     };
     Some(Nest {
-        loops: [outer, inner],
+        loops,
         guard,
         out: *buffer,
         indices,
@@ -229,67 +247,137 @@ fn fused_call(
     }
     let nest = nest(consumer)?;
     let expr = elementwise(nest.value, tile, cx)?;
-    let exact = Decompose::EXACT;
-    let flat = |buffer: BufferId, indices: &[Expr]| {
-        Affine::flat(indices, &cx.buffers[buffer].shape, exact)
-    };
     // Which loop walks the tile's rows and which its columns.
-    let tile_at = flat(tile, expr.tile_indices);
-    let strides = nest.loops.map(|v| tile_at.coefficient(v.id()));
-    let (row, col) = match strides {
-        [Some(r), Some(1)] if r == call.c.row_stride => (nest.loops[0], nest.loops[1]),
-        [Some(1), Some(r)] if r == call.c.row_stride => (nest.loops[1], nest.loops[0]),
+    let (row, col) = match nest.loops[..] {
+        [a, b] => {
+            let at = tile_operand(tile, expr.tile_indices, Some(a), b, cx)?;
+            if at.col_stride == 1 && at.row_stride == call.c.row_stride {
+                (a, b)
+            } else {
+                (b, a)
+            }
+        }
         _ => return None,
     };
-    let only_tile_loops = tile_at.terms.iter().all(|(atom, c)| {
-        *c == 0
-            || atom
-                .as_var()
-                .is_some_and(|v| v.id() == row.id() || v.id() == col.id())
-    });
-    if tile_at.constant != 0 || !only_tile_loops {
+    let at = tile_operand(tile, expr.tile_indices, Some(row), col, cx)?;
+    if at.offset.as_int() != Some(0) || at.col_stride != 1 || at.row_stride != call.c.row_stride {
         return None;
     }
-    let operand = |buffer: BufferId, indices: &[Expr]| -> Option<MicroKernelOperand> {
-        let form = flat(buffer, indices);
-        let row_stride = form.coefficient(row.id())?;
-        let col_stride = form.coefficient(col.id())?;
-        let origin = form
-            .substitute(&row.expr(), &Affine::default())
-            .substitute(&col.expr(), &Affine::default());
-        Some(MicroKernelOperand {
-            buffer,
-            offset: origin.to_expr(),
-            row_stride,
-            col_stride,
-        })
-    };
-    let out = operand(nest.out, nest.indices)?;
+    let out = tile_operand(nest.out, nest.indices, Some(row), col, cx)?;
     let rows_apart = out.row_stride >= call.n || call.m <= 1;
-    if out.col_stride != 1 || !rows_apart || cx.buffers[nest.out].dtype != DType::F32 {
+    if out.col_stride != 1 || !rows_apart {
         return None;
     }
-    let mut addends = Vec::new();
-    for (buffer, indices) in &expr.addends {
-        let addend = operand(*buffer, indices)?;
-        if *buffer == nest.out || !matches!(addend.col_stride, 0 | 1) || addend.row_stride < 0 {
-            return None;
-        }
-        addends.push(addend);
-    }
+    let epilogue = epilogue_of(&expr, nest.out, Some(row), col, cx)?;
     let conditions = nest.guard.map(conjuncts).unwrap_or_default();
     let (counts, outside) = block_counts::<2>(&[row.clone(), col.clone()], conditions).ok()?;
     let mut fused = call.clone();
     fused.counts[0] = min(call.counts[0].clone(), counts[0].clone());
     fused.counts[1] = min(call.counts[1].clone(), counts[1].clone());
     fused.c = out;
-    fused.epilogue = Some(KernelEpilogue {
+    fused.epilogue = Some(epilogue);
+    let fused = Stmt::MicroKernelCall(Box::new(fused));
+    Some(guarded_by(outside, simplify_exprs(fused)))
+}
+
+/// A one-row stencil `call` storing `consumer`'s output through the
+/// epilogue of its elementwise expression, when the consumer's one loop
+/// reads the output the call wrote at its own `j` and nothing else of it.
+fn fused_stencil(
+    call: &StencilCall,
+    consumer: &Stmt,
+    tile: BufferId,
+    cx: &Buffers<'_>,
+) -> Option<Stmt> {
+    if call.epilogue.is_some()
+        || call.rows != 1
+        || call.accumulate.as_int() != Some(0)
+        || call.out.offset.as_int() != Some(0)
+        || call.out.strides[0] != 1
+    {
+        return None;
+    }
+    let nest = nest(consumer)?;
+    let [col] = nest.loops[..] else {
+        return None;
+    };
+    let expr = elementwise(nest.value, tile, cx)?;
+    let at = tile_operand(tile, expr.tile_indices, None, col, cx)?;
+    if at.offset.as_int() != Some(0) || at.col_stride != 1 {
+        return None;
+    }
+    let out = tile_operand(nest.out, nest.indices, None, col, cx)?;
+    if out.col_stride != 1 {
+        return None;
+    }
+    let epilogue = epilogue_of(&expr, nest.out, None, col, cx)?;
+    let conditions = nest.guard.map(conjuncts).unwrap_or_default();
+    let (counts, outside) = block_counts::<1>(std::slice::from_ref(col), conditions).ok()?;
+    let mut fused = call.clone();
+    fused.counts[0] = min(call.counts[0].clone(), counts[0].clone());
+    fused.out = StencilOperand {
+        buffer: out.buffer,
+        offset: out.offset,
+        strides: [1, 0, 0, 0],
+    };
+    fused.epilogue = Some(epilogue);
+    let fused = Stmt::StencilCall(Box::new(fused));
+    Some(guarded_by(outside, simplify_exprs(fused)))
+}
+
+/// The read or store of `buffer` at `indices` as a tile over the loops
+/// `row` (none: one row) and `col`: its element at the origin and its
+/// strides, when affine in both.
+fn tile_operand(
+    buffer: BufferId,
+    indices: &[Expr],
+    row: Option<&Var>,
+    col: &Var,
+    cx: &Buffers<'_>,
+) -> Option<MicroKernelOperand> {
+    if cx.buffers[buffer].dtype != DType::F32 {
+        return None;
+    }
+    let form = Affine::flat(indices, &cx.buffers[buffer].shape, Decompose::EXACT);
+    let row_stride = match row {
+        Some(row) => form.coefficient(row.id())?,
+        None => 0,
+    };
+    let col_stride = form.coefficient(col.id())?;
+    let origin = row
+        .into_iter()
+        .chain([col])
+        .fold(form, |f, v| f.substitute(&v.expr(), &Affine::default()));
+    Some(MicroKernelOperand {
+        buffer,
+        offset: simplify(&origin.to_expr()),
+        row_stride,
+        col_stride,
+    })
+}
+
+/// The epilogue of `expr`, its addends as tiles over `row` and `col`
+/// (each read per row or along it, never the output `out` itself).
+fn epilogue_of(
+    expr: &Elementwise<'_>,
+    out: BufferId,
+    row: Option<&Var>,
+    col: &Var,
+    cx: &Buffers<'_>,
+) -> Option<KernelEpilogue> {
+    let mut addends = Vec::new();
+    for &(buffer, indices) in &expr.addends {
+        let addend = tile_operand(buffer, indices, row, col, cx)?;
+        if buffer == out || !matches!(addend.col_stride, 0 | 1) || addend.row_stride < 0 {
+            return None;
+        }
+        addends.push(addend);
+    }
+    Some(KernelEpilogue {
         addends,
         lower: expr.lower,
         upper: expr.upper,
-    });
-    let fused = Stmt::MicroKernelCall(Box::new(fused));
-    Some(guarded_by(outside, simplify_exprs(fused)))
+    })
 }
 
 /// The conjuncts of a boolean condition (`a && b && …`).
@@ -315,7 +403,7 @@ fn uses(s: &Stmt, id: BufferId, cx: &Buffers<'_>) -> bool {
             Stmt::MicroKernelCall(call) => call.operands().iter().any(|o| o.buffer == id),
             Stmt::PackCall(call) => call.src.buffer == id || call.dst.buffer == id,
             Stmt::RowMathCall(call) => call.buffer == id,
-            Stmt::StencilCall(call) => call.operands().iter().any(|o| o.buffer == id),
+            Stmt::StencilCall(call) => call.uses(id),
             _ => false,
         }
     });

@@ -119,18 +119,18 @@ pub const LOWERING_PASSES: &[Pass] = &[
         "serial loops that only step a micro-kernel call one block along its reduction merged into the call (one call over the whole window of an im2col panel)",
         super::super::coalesce_kernel_reductions,
     ),
-    Pass::body(
-        "coalesce_stencil_rows",
-        "serial loops that only step a one-row stencil call from row to row merged into the call (one call per plane of a depthwise convolution)",
-        super::super::coalesce_stencil_rows,
-    ),
     Pass::schedule(
         "fuse_kernel_epilogues",
-        "an elementwise consumer of a micro-kernel tile (addends per row or along it, a max and min with constants) fused into the call, which stores the output through it",
+        "an elementwise consumer of a micro-kernel tile or a stencil row (addends per row or along it, a max and min with constants) fused into the call, which stores the output through it",
         |cx| {
             cx.fuse_kernel_epilogues();
             Ok(())
         },
+    ),
+    Pass::body(
+        "coalesce_stencil_rows",
+        "serial loops that only step a one-row stencil call from row to row merged into the call (one call per plane of a depthwise convolution)",
+        super::super::coalesce_stencil_rows,
     ),
 ];
 
@@ -220,8 +220,8 @@ mod tests {
                 "partition_loops",
                 "remove_decided_branches",
                 "coalesce_kernel_reductions",
-                "coalesce_stencil_rows",
                 "fuse_kernel_epilogues",
+                "coalesce_stencil_rows",
             ]
         );
         let simplifying: Vec<&str> = LOWERING_PASSES

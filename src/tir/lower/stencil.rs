@@ -95,6 +95,7 @@ impl Lowering<'_> {
             input,
             weight,
             accumulate: accumulate.unwrap_or_else(|| Expr::i64(1)),
+            epilogue: None,
         };
         Ok((
             guarded_by(outside, Stmt::StencilCall(Box::new(call))),

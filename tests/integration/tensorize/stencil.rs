@@ -313,3 +313,60 @@ fn the_rows_of_a_channel_are_one_call() {
         check_stencil(&host(), &format!("stride {stride} rows"), &dag, &steps);
     }
 }
+
+#[test]
+fn a_depthwise_rows_bias_and_clip_are_its_calls_epilogue_one_call_per_plane() {
+    for p in primitives() {
+        for (stride, hw) in [(1, 18), (2, 15)] {
+            let dag = depthwise_bias_clip(3, hw, stride);
+            let out_rows = (hw + 2 - 3) / stride + 1;
+            let steps = steps(&format!(
+                r#"[
+                {{"kind":"compute_inline","stage":"bias_add"}},
+                {{"kind":"compute_inline","stage":"pad"}},
+                {{"kind":"compute_at","stage":"conv","target":"clip","iter":"i2"}},
+                {{"kind":"compute_at","stage":"pad","target":"clip","iter":"i1"}},
+                {{"kind":"reorder","stage":"conv","order":["i0","i1","i2","rc","i3","rr","rs"]}},
+                {{"kind":"tensorize","stage":"conv","iter":"i3","intrinsic":"{}"}},
+                {{"kind":"annotate","stage":"clip","iter":"i3","annotation":"vectorize"}},
+                {{"kind":"fuse","stage":"clip","iters":["i0","i1"]}},
+                {{"kind":"annotate","stage":"clip","iter":"i0@i1","annotation":"parallel"}}
+            ]"#,
+                p.name
+            ));
+            let state = State::replay(&dag, &steps).unwrap_or_else(|e| panic!("{e}"));
+            let func = tessera::tir::lower(&state).unwrap_or_else(|e| panic!("{e}"));
+            let mut calls = Vec::new();
+            func.body.visit(&mut |s| {
+                if let Stmt::StencilCall(call) = s {
+                    calls.push((**call).clone());
+                }
+            });
+            let [call] = calls.as_slice() else {
+                panic!("one call in\n{func}");
+            };
+            let epilogue = call
+                .epilogue
+                .as_ref()
+                .unwrap_or_else(|| panic!("an epilogue in\n{func}"));
+            let addends: Vec<(i64, i64)> = epilogue
+                .addends
+                .iter()
+                .map(|a| (a.row_stride, a.col_stride))
+                .collect();
+            assert_eq!(addends, [(0, 0)], "the channel's bias\n{func}");
+            assert_eq!((epilogue.lower, epilogue.upper), (Some(0.0), Some(6.0)));
+            assert_eq!(call.rows, out_rows, "one call per plane\n{func}");
+            assert!(
+                !func.to_string().contains("alloc conv"),
+                "no row buffer left\n{func}"
+            );
+            check_stencil(
+                &host(),
+                &format!("{} stride {stride} fused", p.name),
+                &dag,
+                &steps,
+            );
+        }
+    }
+}
