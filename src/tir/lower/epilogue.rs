@@ -30,7 +30,6 @@ use super::super::ir::{
     StencilOperand, Stmt,
 };
 use super::super::passes::{map_children, simplify_exprs};
-use super::super::simplify::simplify;
 use super::Lowering;
 use super::tensorize::{block_counts, guarded_by};
 
@@ -61,29 +60,24 @@ struct Buffers<'a> {
 
 fn fuse(s: Stmt, cx: &Buffers<'_>) -> Stmt {
     match map_children(s, &mut |child| fuse(child, cx)) {
-        Stmt::Allocate { buffer, body } => {
-            let body = fuse_tile(*body, buffer, cx);
-            if uses(&body, buffer, cx) {
-                Stmt::Allocate {
-                    buffer,
-                    body: Box::new(body),
-                }
-            } else {
-                match body {
-                    Stmt::Seq(mut items) if items.len() == 1 => items.remove(0),
-                    body => body,
-                }
-            }
-        }
+        Stmt::Allocate { buffer, body } => match fuse_tile(*body, buffer, cx) {
+            // The fused call stores the output itself: the tile is gone.
+            Ok(fused) => fused,
+            Err(body) => Stmt::Allocate {
+                buffer,
+                body: Box::new(body),
+            },
+        },
         other => other,
     }
 }
 
-/// The body of tile `tile`'s allocation with a call writing it and the
-/// consumer right after fused, where nothing else uses the tile.
-fn fuse_tile(body: Stmt, tile: BufferId, cx: &Buffers<'_>) -> Stmt {
+/// The body of tile `tile`'s allocation with the call writing it and the
+/// consumer right after fused, where nothing else uses the tile; the body
+/// back unchanged otherwise.
+fn fuse_tile(body: Stmt, tile: BufferId, cx: &Buffers<'_>) -> Result<Stmt, Stmt> {
     let Stmt::Seq(mut items) = body else {
-        return body;
+        return Err(body);
     };
     let writes_tile = |s: &Stmt| match s {
         Stmt::MicroKernelCall(call) => call.c.buffer == tile,
@@ -91,25 +85,29 @@ fn fuse_tile(body: Stmt, tile: BufferId, cx: &Buffers<'_>) -> Stmt {
         _ => false,
     };
     let Some(at) = items.iter().position(writes_tile) else {
-        return Stmt::Seq(items);
+        return Err(Stmt::Seq(items));
     };
-    let elsewhere = items
-        .iter()
-        .enumerate()
-        .any(|(n, s)| n != at && n != at + 1 && uses(s, tile, cx));
     let fused = match (&items[at], items.get(at + 1)) {
-        (Stmt::MicroKernelCall(call), Some(consumer)) if !elsewhere => {
-            fused_call(call, consumer, tile, cx)
-        }
-        (Stmt::StencilCall(call), Some(consumer)) if !elsewhere => {
-            fused_stencil(call, consumer, tile, cx)
-        }
+        (Stmt::MicroKernelCall(call), Some(consumer)) => fused_call(call, consumer, tile, cx),
+        (Stmt::StencilCall(call), Some(consumer)) => fused_stencil(call, consumer, tile, cx),
         _ => None,
     };
-    if let Some(fused) = fused {
-        items.splice(at..at + 2, [fused]);
+    let elsewhere = || {
+        items
+            .iter()
+            .enumerate()
+            .any(|(n, s)| n != at && n != at + 1 && uses(s, tile, cx))
+    };
+    match fused {
+        Some(fused) if !elsewhere() => {
+            items.splice(at..at + 2, [fused]);
+            Ok(match items.len() {
+                1 => items.remove(0),
+                _ => Stmt::Seq(items),
+            })
+        }
+        _ => Err(Stmt::Seq(items)),
     }
-    Stmt::Seq(items)
 }
 
 /// The loops, guard and store of a consumer nest `for r { for c { [if g]
@@ -141,7 +139,9 @@ fn serial_loop(s: &Stmt) -> Option<(&Var, &Stmt)> {
     }
 }
 
-fn nest(s: &Stmt) -> Option<Nest<'_>> {
+/// The consumer nest of `s`, when its guard does not read the tile (the
+/// fused call drops the guard's reads).
+fn nest<'s>(s: &'s Stmt, tile: BufferId, cx: &Buffers<'_>) -> Option<Nest<'s>> {
     let (outer, body) = serial_loop(s)?;
     let (loops, body) = match serial_loop(body) {
         Some((inner, body)) => (vec![outer, inner], body),
@@ -152,7 +152,8 @@ fn nest(s: &Stmt) -> Option<Nest<'_>> {
             cond,
             then,
             otherwise: None,
-        } => (Some(cond), single(then)?),
+        } if !reads(cond, tile, cx) => (Some(cond), single(then)?),
+        Stmt::IfThenElse { .. } => return None,
         other => (None, other),
     };
     let Stmt::Store {
@@ -245,24 +246,27 @@ fn fused_call(
     {
         return None;
     }
-    let nest = nest(consumer)?;
+    let nest = nest(consumer, tile, cx)?;
     let expr = elementwise(nest.value, tile, cx)?;
-    // Which loop walks the tile's rows and which its columns.
-    let (row, col) = match nest.loops[..] {
-        [a, b] => {
-            let at = tile_operand(tile, expr.tile_indices, Some(a), b, cx)?;
-            if at.col_stride == 1 && at.row_stride == call.c.row_stride {
-                (a, b)
-            } else {
-                (b, a)
-            }
-        }
-        _ => return None,
-    };
-    let at = tile_operand(tile, expr.tile_indices, Some(row), col, cx)?;
-    if at.offset.as_int() != Some(0) || at.col_stride != 1 || at.row_stride != call.c.row_stride {
+    // Which loop walks the tile's rows and which its columns: the tile
+    // element the call wrote at (row, col).
+    let [a, b] = nest.loops[..] else {
         return None;
-    }
+    };
+    let reads_written = |row: &Var, col: &Var| {
+        tile_operand(tile, expr.tile_indices, Some(row), col, cx).is_some_and(|at| {
+            at.offset.as_int() == Some(0)
+                && at.col_stride == 1
+                && at.row_stride == call.c.row_stride
+        })
+    };
+    let (row, col) = if reads_written(a, b) {
+        (a, b)
+    } else if reads_written(b, a) {
+        (b, a)
+    } else {
+        return None;
+    };
     let out = tile_operand(nest.out, nest.indices, Some(row), col, cx)?;
     let rows_apart = out.row_stride >= call.n || call.m <= 1;
     if out.col_stride != 1 || !rows_apart {
@@ -297,7 +301,7 @@ fn fused_stencil(
     {
         return None;
     }
-    let nest = nest(consumer)?;
+    let nest = nest(consumer, tile, cx)?;
     let [col] = nest.loops[..] else {
         return None;
     };
@@ -350,7 +354,7 @@ fn tile_operand(
         .fold(form, |f, v| f.substitute(&v.expr(), &Affine::default()));
     Some(MicroKernelOperand {
         buffer,
-        offset: simplify(&origin.to_expr()),
+        offset: origin.to_expr(),
         row_stride,
         col_stride,
     })
@@ -395,7 +399,6 @@ fn conjuncts(cond: &Expr) -> Vec<Expr> {
 /// Whether `s` reads or writes buffer `id` (a store, a read in any
 /// expression, an operand of a call).
 fn uses(s: &Stmt, id: BufferId, cx: &Buffers<'_>) -> bool {
-    let handle = cx.buffers[id].handle.id();
     let mut used = false;
     s.visit(&mut |stmt| {
         used |= match stmt {
@@ -407,8 +410,12 @@ fn uses(s: &Stmt, id: BufferId, cx: &Buffers<'_>) -> bool {
             _ => false,
         }
     });
-    s.visit_exprs(&mut |e| {
-        used |= e.any(&mut |x| matches!(x.kind(), ExprKind::Read(t, _) if t.id() == handle));
-    });
+    s.visit_exprs(&mut |e| used |= reads(e, id, cx));
     used
+}
+
+/// Whether `e` reads buffer `id`.
+fn reads(e: &Expr, id: BufferId, cx: &Buffers<'_>) -> bool {
+    let handle = cx.buffers[id].handle.id();
+    e.any(&mut |x| matches!(x.kind(), ExprKind::Read(t, _) if t.id() == handle))
 }
