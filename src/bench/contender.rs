@@ -81,7 +81,7 @@ fn time(repeat: usize, run: impl FnMut()) -> Timing {
         number: 1,
         repeat,
         min_repeat_ms: 100.0,
-        flush_cache: false,
+        flush: crate::measure::CacheFlush::Off,
     };
     time_runs(&options, run, || {})
 }

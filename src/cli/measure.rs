@@ -15,7 +15,7 @@ use super::error::CliError;
 use crate::codegen::CodegenOptions;
 use crate::db::{self, TuningDb};
 use crate::measure::{
-    MeasureErrorKind, MeasureOptions, MeasureResult, Measurer, Task, TimingOptions,
+    CacheFlush, MeasureErrorKind, MeasureOptions, MeasureResult, Measurer, Task, TimingOptions,
 };
 use crate::runtime::{Target, host_device};
 use crate::schedule::{State, Step, random::random_schedule};
@@ -67,7 +67,8 @@ pub(crate) struct MeasureArgs {
     /// Shortest duration of a repeat, in milliseconds.
     #[arg(long, default_value_t = 50.0)]
     min_repeat_ms: f64,
-    /// Evict the inputs from the CPU caches before each repeat.
+    /// Evict the inputs from the CPU caches before each timed run (the
+    /// eviction is not timed): every run reads its inputs from memory.
     #[arg(long)]
     flush_cache: bool,
     /// Print one JSON object instead of a table.
@@ -128,7 +129,11 @@ pub(crate) fn measure(args: &MeasureArgs, target: &Target) -> Result<String, Cli
             number: args.number,
             repeat: args.repeat,
             min_repeat_ms: args.min_repeat_ms,
-            flush_cache: args.flush_cache,
+            flush: if args.flush_cache {
+                CacheFlush::Inputs
+            } else {
+                CacheFlush::Off
+            },
         },
         codegen: CodegenOptions::for_target(*target),
         ..defaults

@@ -7,12 +7,33 @@ use std::time::Duration;
 use super::error::CliError;
 use crate::codegen::CodegenOptions;
 use crate::cost::{self, CostModel, LearnedModel, RandomModel};
-use crate::measure::{MeasureOptions, Measurer, TimingOptions};
+use crate::measure::{CacheFlush, MeasureOptions, Measurer, TimingOptions};
 use crate::runtime::Target;
 use crate::search::{MAX_REMEASURE, RemeasureOptions};
 
 /// The pretrained model used when `--pretrained` is not given.
 const DEFAULT_PRETRAINED: &str = "cost_model/pretrained.model";
+
+/// `--flush`: [`CacheFlush`] on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FlushFlag {
+    /// Every run warm.
+    Off,
+    /// The task's constant weights evicted before every run.
+    Weights,
+    /// Every input evicted before every run.
+    Inputs,
+}
+
+impl From<FlushFlag> for CacheFlush {
+    fn from(flag: FlushFlag) -> CacheFlush {
+        match flag {
+            FlushFlag::Off => CacheFlush::Off,
+            FlushFlag::Weights => CacheFlush::Weights,
+            FlushFlag::Inputs => CacheFlush::Inputs,
+        }
+    }
+}
 
 /// Cost-model and measurement flags.
 #[derive(Debug, clap::Args)]
@@ -42,6 +63,11 @@ pub(crate) struct SearchFlags {
     /// Shortest duration of a timed repeat, in milliseconds.
     #[arg(long, default_value_t = 20.0)]
     min_repeat_ms: f64,
+    /// Which inputs every timed run finds evicted from the CPU caches
+    /// (the eviction is not timed): `weights` (a model's tasks, whose
+    /// weights come from memory when the model runs), `inputs` or `off`.
+    #[arg(long, value_enum, default_value_t = FlushFlag::Off)]
+    flush: FlushFlag,
     /// At the end, measure the best N candidates of each workload again in
     /// fresh worker processes (interleaved passes, not counted as trials);
     /// `deploy` chooses by their median. 0 turns it off.
@@ -123,6 +149,7 @@ impl SearchFlags {
             timing: TimingOptions {
                 repeat: self.repeat,
                 min_repeat_ms: self.min_repeat_ms,
+                flush: self.flush.into(),
                 ..TimingOptions::default()
             },
             codegen: CodegenOptions::for_target(*target),

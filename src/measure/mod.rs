@@ -33,7 +33,7 @@ pub use options::MeasureOptions;
 pub use protocol::Fault;
 pub use result::{MeasureErrorKind, MeasureResult};
 pub use task::{Task, TaskSource};
-pub use timing::{Timing, TimingOptions, time_runs};
+pub use timing::{CacheFlush, Timing, TimingOptions, time_runs};
 pub use verify::{
     INTERPRETER_FLOP_LIMIT, Reference, SAMPLED_POINTS, Verdict, relative_error, rounding_tolerance,
     tolerance,

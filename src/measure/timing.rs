@@ -2,9 +2,10 @@
 //! runs; then `repeat` repeats of `number` back-to-back runs each, where
 //! `number` is raised until one repeat lasts at least `min_repeat_ms` (so
 //! short kernels are not timed at the clock's resolution); the cost of a
-//! repeat is its mean time per run. With `flush_cache`, the inputs are
-//! evicted from the CPU caches before each repeat (use `number = 1` and
-//! `min_repeat_ms = 0` to time every run cold).
+//! repeat is its mean time per run. With a [`CacheFlush`] other than
+//! `Off`, buffers are evicted from the CPU caches before every timed run and
+//! the clock stops while they are: each run is timed cold, and a repeat is
+//! still long enough to read on the clock.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -22,8 +23,24 @@ pub struct TimingOptions {
     pub repeat: usize,
     /// The shortest a repeat may last, in milliseconds.
     pub min_repeat_ms: f64,
-    /// Evict the inputs from the caches before each repeat.
-    pub flush_cache: bool,
+    /// Which inputs each timed run finds evicted from the caches.
+    pub flush: CacheFlush,
+}
+
+/// Which inputs a timed run finds evicted from the CPU caches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheFlush {
+    /// None: each run finds what the previous one left in the caches.
+    #[default]
+    Off,
+    /// The task's constant weights, as a model's weights come from memory
+    /// when the model runs (the activations were just written by the
+    /// previous task and stay warm); the other inputs stay warm. A task
+    /// without constants is timed warm.
+    Weights,
+    /// Every input.
+    Inputs,
 }
 
 impl Default for TimingOptions {
@@ -34,7 +51,7 @@ impl Default for TimingOptions {
             number: 1,
             repeat: 3,
             min_repeat_ms: 50.0,
-            flush_cache: false,
+            flush: CacheFlush::Off,
         }
     }
 }
@@ -139,8 +156,8 @@ impl Clock for ManualClock {
 }
 
 /// Times `run` with the protocol of the module docs on the real clock;
-/// `flush` evicts the inputs from the caches and is called before each
-/// repeat when `options.flush_cache` is set.
+/// `flush` evicts the inputs of `options.flush` from the caches and is
+/// called, off the clock, before each timed run unless that is `Off`.
 pub fn time_runs(options: &TimingOptions, run: impl FnMut(), flush: impl FnMut()) -> Timing {
     time_runs_on(&MonotonicClock::new(), options, run, flush)
 }
@@ -156,14 +173,21 @@ pub fn time_runs_on(
         run();
     }
     let mut timed = |number: usize| {
-        if options.flush_cache {
-            flush();
+        if options.flush == CacheFlush::Off {
+            let start = clock.now();
+            for _ in 0..number {
+                run();
+            }
+            return clock.now().saturating_sub(start).as_secs_f64();
         }
-        let start = clock.now();
+        let mut elapsed = Duration::ZERO;
         for _ in 0..number {
+            flush();
+            let start = clock.now();
             run();
+            elapsed += clock.now().saturating_sub(start);
         }
-        clock.now().saturating_sub(start).as_secs_f64()
+        elapsed.as_secs_f64()
     };
     let min_repeat = options.min_repeat_ms.max(0.0) / 1e3;
     let mut number = options.number.max(1);
@@ -223,20 +247,23 @@ mod tests {
                 runs += 1;
                 events.borrow_mut().push(Event::Run);
             },
-            || events.borrow_mut().push(Event::Flush),
+            || {
+                // Evicting takes long; none of it may reach a cost.
+                clock.advance(Duration::from_millis(7));
+                events.borrow_mut().push(Event::Flush);
+            },
         );
         (timing, events.into_inner())
     }
 
-    /// `flush`, when flushing, then `number` runs, `repeats` times.
+    /// `number` runs, each after a flush when flushing, `repeats` times.
     fn repeats(flush: bool, number: usize, repeats: usize) -> Vec<Event> {
-        let one = flush
-            .then_some(Event::Flush)
-            .into_iter()
-            .chain(std::iter::repeat_n(Event::Run, number));
-        one.cycle()
-            .take((number + usize::from(flush)) * repeats)
-            .collect()
+        let one: &[Event] = if flush {
+            &[Event::Flush, Event::Run]
+        } else {
+            &[Event::Run]
+        };
+        one.repeat(number * repeats)
     }
 
     fn assert_costs(timing: &Timing, seconds: &[f64]) {
@@ -256,7 +283,7 @@ mod tests {
             number: 1,
             repeat: 4,
             min_repeat_ms: 0.5,
-            flush_cache: false,
+            flush: CacheFlush::Off,
         };
         // The warm-ups take a second each (a cold first call); timed runs 1 ms.
         let (timing, events) = fake_timing(&options, |n| if n < 3 { 1_000_000 } else { 1000 });
@@ -266,13 +293,30 @@ mod tests {
     }
 
     #[test]
+    fn a_flushed_run_is_timed_without_its_flush() {
+        let options = TimingOptions {
+            warmup: 1,
+            number: 2,
+            repeat: 3,
+            min_repeat_ms: 0.0,
+            flush: CacheFlush::Weights,
+        };
+        let (timing, events) = fake_timing(&options, |_| 300);
+        assert_eq!(timing.number, 2);
+        assert_costs(&timing, &[300e-6; 3]);
+        let mut expected = repeats(false, 1, 1);
+        expected.extend(repeats(true, 2, 3));
+        assert_eq!(events, expected);
+    }
+
+    #[test]
     fn number_is_raised_until_a_repeat_lasts_min_repeat_ms() {
         let options = TimingOptions {
             warmup: 2,
             number: 1,
             repeat: 4,
             min_repeat_ms: 5.0,
-            flush_cache: true,
+            flush: CacheFlush::Inputs,
         };
         let (timing, events) = fake_timing(&options, |_| 200);
         // One run lasts 0.2 ms, short of 5 ms: number becomes
@@ -292,7 +336,7 @@ mod tests {
             number: 1,
             repeat: 3,
             min_repeat_ms: 5.0,
-            flush_cache: false,
+            flush: CacheFlush::Off,
         };
         // 2 ms per run while calibrating (a busy machine), 0.4 ms after.
         let (timing, events) = fake_timing(&options, |n| if n < 4 { 2000 } else { 400 });
@@ -311,7 +355,7 @@ mod tests {
             number: 1,
             repeat: 5,
             min_repeat_ms: 0.0,
-            flush_cache: false,
+            flush: CacheFlush::Off,
         };
         let millis = [3, 1, 2, 10, 4];
         let (timing, events) = fake_timing(&options, |n| millis[n] * 1000);
@@ -332,7 +376,7 @@ mod tests {
             number: 0,
             repeat: 0,
             min_repeat_ms: 0.0,
-            flush_cache: false,
+            flush: CacheFlush::Off,
         };
         let mut runs = 0;
         let timing = time_runs(&options, || runs += 1, || {});
@@ -349,7 +393,7 @@ mod tests {
             number: 1,
             repeat: 2,
             min_repeat_ms: 2.0,
-            flush_cache: false,
+            flush: CacheFlush::Off,
         };
         let timing = time_runs(
             &options,

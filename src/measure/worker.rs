@@ -17,7 +17,7 @@ use super::flush::flush_buffers;
 use super::protocol::{Fault, Request, Response, read_frame, write_frame};
 use super::result::MeasureErrorKind;
 use super::task::{Task, TaskSource};
-use super::timing::{TimingOptions, time_runs};
+use super::timing::{CacheFlush, TimingOptions, time_runs};
 
 /// Serves requests on stdin/stdout until stdin closes; returns the exit code.
 /// This is what `tessera measure-worker` runs; a binary of your own that
@@ -189,14 +189,23 @@ impl Worker {
             return failed(e);
         }
         let mut costs = Vec::new();
-        if let Some(options) = timing {
+        if let Some(mut options) = timing {
             let (inputs, outputs) = buffers.split_at_mut(n_in);
             let mut pointers: Vec<*mut u8> = inputs
                 .iter_mut()
                 .chain(outputs.iter_mut())
                 .map(NdBuffer::as_mut_ptr)
                 .collect();
-            let input_refs: Vec<&NdBuffer> = inputs.iter().collect();
+            let flushed = self.flushed_inputs(options.flush);
+            let input_refs: Vec<&NdBuffer> = inputs
+                .iter()
+                .enumerate()
+                .filter(|(index, _)| flushed.contains(index))
+                .map(|(_, buffer)| buffer)
+                .collect();
+            if input_refs.is_empty() {
+                options.flush = CacheFlush::Off;
+            }
             let pointers_ref = &mut pointers;
             let timing = time_runs(
                 &options,
@@ -216,6 +225,24 @@ impl Worker {
             },
             payload,
         )
+    }
+}
+
+impl Worker {
+    /// The positions of the inputs that `flush` evicts before a timed run.
+    fn flushed_inputs(&self, flush: CacheFlush) -> Vec<usize> {
+        let Some(task) = &self.task else {
+            return Vec::new();
+        };
+        let inputs = task.dag().inputs().iter().enumerate();
+        match flush {
+            CacheFlush::Off => Vec::new(),
+            CacheFlush::Inputs => inputs.map(|(index, _)| index).collect(),
+            CacheFlush::Weights => inputs
+                .filter(|(_, t)| task.constants().iter().any(|c| c == t.name()))
+                .map(|(index, _)| index)
+                .collect(),
+        }
     }
 }
 
@@ -357,5 +384,27 @@ mod tests {
         };
         let (ready, _) = Worker::default().handle(through_the_wire(&setup));
         assert!(matches!(ready, Response::Ready), "{ready:?}");
+    }
+
+    #[test]
+    fn weights_flush_the_constants_and_inputs_flush_every_input() {
+        let task = Task::from_dag(dense_relu_dag(8, 4, 6)).expect("task");
+        let mut worker = Worker::default();
+        let setup = |constants: &[&str]| Request::Setup {
+            source: task.source().clone(),
+            key_hash: task.key().hash.clone(),
+            threads: 1,
+            codegen: CodegenOptions::default(),
+            constants: constants.iter().map(|c| c.to_string()).collect(),
+        };
+        let (ready, _) = worker.handle(through_the_wire(&setup(&["bias", "B"])));
+        assert!(matches!(ready, Response::Ready), "{ready:?}");
+        // Inputs A, B, bias: B and bias are the constants.
+        assert_eq!(worker.flushed_inputs(CacheFlush::Weights), [1, 2]);
+        assert_eq!(worker.flushed_inputs(CacheFlush::Inputs), [0, 1, 2]);
+        assert!(worker.flushed_inputs(CacheFlush::Off).is_empty());
+        let (ready, _) = worker.handle(through_the_wire(&setup(&[])));
+        assert!(matches!(ready, Response::Ready), "{ready:?}");
+        assert!(worker.flushed_inputs(CacheFlush::Weights).is_empty());
     }
 }

@@ -241,7 +241,7 @@ pub fn fast_measurer() -> tessera::measure::Measurer {
             number: 1,
             repeat: 1,
             min_repeat_ms: 0.5,
-            flush_cache: false,
+            flush: tessera::measure::CacheFlush::Off,
         },
         worker_program: Some(std::path::PathBuf::from(env!("CARGO_BIN_EXE_tessera"))),
         ..MeasureOptions::default()

@@ -34,7 +34,7 @@ fn quick_timing() -> TimingOptions {
         number: 1,
         repeat: 2,
         min_repeat_ms: 1.0,
-        flush_cache: false,
+        flush: tessera::measure::CacheFlush::Off,
     }
 }
 
@@ -380,5 +380,36 @@ fn a_task_with_a_constant_weight_is_measured_with_it_laid_out_ahead_of_time() {
             .measure(t, std::slice::from_ref(&state))
             .expect("measured");
         assert!(results[0].is_ok(), "{t:?}: {:?}", results[0]);
+    }
+}
+
+#[test]
+fn every_cache_flush_times_verified_runs_of_a_task_with_a_constant() {
+    use tessera::measure::CacheFlush;
+    let _cores = exclusive();
+    let task = Task::from_registry("matmul", "M=24,N=20,K=12")
+        .expect("task")
+        .with_constants(&["B"])
+        .expect("B is an input");
+    let state = State::replay(task.dag(), &b_panel_steps()).expect("replays");
+    for flush in [CacheFlush::Off, CacheFlush::Weights, CacheFlush::Inputs] {
+        let mut measurer = Measurer::new(MeasureOptions {
+            timing: TimingOptions {
+                flush,
+                ..quick_timing()
+            },
+            ..options(1)
+        })
+        .expect("workers start");
+        let results = measurer
+            .measure(&task, std::slice::from_ref(&state))
+            .expect("measured");
+        let result = &results[0];
+        assert!(result.is_ok(), "{flush:?}: {result:?}");
+        assert_eq!(result.costs.len(), 2, "{flush:?}: {result:?}");
+        assert!(
+            result.costs.iter().all(|&c| c > 0.0),
+            "{flush:?}: {result:?}"
+        );
     }
 }

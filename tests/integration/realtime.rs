@@ -37,7 +37,7 @@ fn the_timing_protocol_is_repeatable_and_proportional_to_work() {
         number: 1,
         repeat: 5,
         min_repeat_ms: 20.0,
-        flush_cache: false,
+        flush: tessera::measure::CacheFlush::Off,
     };
     let single: Vec<_> = (0..3).map(|_| time_matmul(256, &options)).collect();
     let double = time_matmul(512, &options);

@@ -226,7 +226,7 @@ fn measurer(workers: usize) -> Measurer {
             number: 1,
             repeat: 2,
             min_repeat_ms: 0.2,
-            flush_cache: false,
+            flush: tessera::measure::CacheFlush::Off,
         },
         worker_program: Some(PathBuf::from(env!("CARGO_BIN_EXE_tessera"))),
         ..MeasureOptions::default()

@@ -423,7 +423,7 @@ fn the_measurement_worker_compiles_for_the_measurers_target() {
                 number: 1,
                 repeat: 1,
                 min_repeat_ms: 0.0,
-                flush_cache: false,
+                flush: tessera::measure::CacheFlush::Off,
             },
             codegen: CodegenOptions::for_target(target),
             worker_program: Some(PathBuf::from(env!("CARGO_BIN_EXE_tessera"))),
