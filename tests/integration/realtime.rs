@@ -99,8 +99,8 @@ fn a_measured_slowdown_fails_the_ci_job() {
     );
 }
 
-/// The measured FMA ceilings agree between two measurements within ±25%,
-/// and the fastest kernels this machine has stay under the ceilings.
+/// The two highest of three measurements of the FMA ceilings agree within
+/// 25%, and the fastest kernels this machine has stay under the ceilings.
 ///
 /// The band: on the 2-core EPYC (Zen 1) at a load average of 8, five
 /// measurements of the per-core FMA ceilings were within 5% of each other
@@ -109,6 +109,13 @@ fn a_measured_slowdown_fails_the_ci_job() {
 /// with other tenants' load, and a measurement that timed the wrong thing
 /// (a loop the compiler removed, wall time under load, one thread instead
 /// of two) would be far outside it.
+///
+/// Three measurements, and the two highest must agree: a tenant busy on
+/// the other hyperthread of the core slows the FMA ports for the whole of
+/// one measurement, and CPU time does not see it (on the 2-core EPYC, Zen 4,
+/// a clean-clone CI run measured 41.8 then 58.1 GFLOP/s). It lowers a
+/// ceiling, never raises it; a method that measured the wrong thing would
+/// still disagree with itself or break the bounds below.
 #[test]
 #[ignore = "real-time: run by .ci/run's timing step"]
 fn the_fma_ceilings_are_stable_and_bound_the_fastest_kernels() {
@@ -117,19 +124,39 @@ fn the_fma_ceilings_are_stable_and_bound_the_fastest_kernels() {
     use tessera::runtime::Target;
 
     let target = Target::host();
-    let first = Ceilings::measure(&target).expect("measures");
-    let second = Ceilings::measure(&target).expect("measures");
-    for (name, a, b) in [
-        ("f32x4", &first.f32x4, &second.f32x4),
-        ("widest", &first.widest, &second.widest),
-    ] {
-        let ratio = b.gflops.per_core / a.gflops.per_core;
+    let measured: Vec<Ceilings> = (0..3)
+        .map(|_| Ceilings::measure(&target).expect("measures"))
+        .collect();
+    for name in ["f32x4", "widest"] {
+        let mut ceilings: Vec<_> = measured
+            .iter()
+            .map(|c| if name == "f32x4" { &c.f32x4 } else { &c.widest })
+            .collect();
+        for c in &ceilings {
+            assert!(c.gflops.all_cores >= c.gflops.per_core, "{c:?}");
+        }
         println!(
-            "{name} ({}) FMA ceiling, one core: {:.1} then {:.1} GFLOP/s (ratio {ratio:.3}); all cores {:.1} then {:.1}",
-            a.isa, a.gflops.per_core, b.gflops.per_core, a.gflops.all_cores, b.gflops.all_cores
+            "{name} ({}) FMA ceiling, one core: {} GFLOP/s; all cores {}",
+            ceilings[0].isa,
+            ceilings
+                .iter()
+                .map(|c| format!("{:.1}", c.gflops.per_core))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ceilings
+                .iter()
+                .map(|c| format!("{:.1}", c.gflops.all_cores))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
-        assert!((0.75..=1.25).contains(&ratio), "{name}: {a:?} then {b:?}");
-        assert!(a.gflops.all_cores >= a.gflops.per_core, "{a:?}");
+        ceilings.sort_by(|a, b| b.gflops.per_core.total_cmp(&a.gflops.per_core));
+        let (a, b) = (ceilings[0], ceilings[1]);
+        // The lower of the two within 25% of the higher.
+        let ratio = b.gflops.per_core / a.gflops.per_core;
+        assert!(
+            ratio >= 0.75,
+            "{name}: the two highest of three disagree (ratio {ratio:.3}): {a:?} and {b:?}"
+        );
     }
 
     // The matmul tensorized with the widest micro-kernel, on 1 and 2
