@@ -64,6 +64,9 @@ macro_rules! vector_micro_kernels {
 
         /// How many rows of B ahead of the one in use the k loop prefetches.
         const PREFETCH_ROWS: isize = 16;
+        /// How far ahead along k the k loop prefetches A's rows where each
+        /// row streams along k (weights read in place: four lines).
+        const PREFETCH_A_ALONG_K: isize = 64;
 
         $(
             #[doc = concat!("The ", stringify!($mr), "×", stringify!($nr), " ", $isa_name,
@@ -137,18 +140,20 @@ macro_rules! vector_micro_kernels {
             unsafe {
                 if m == MR && n == NV * L {
                     if a_rs == 1 {
-                        body::<MR, NV, true, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue)
+                        body::<MR, NV, true, false, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue)
+                    } else if kc as isize > PREFETCH_A_ALONG_K {
+                        body::<MR, NV, false, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue)
                     } else {
-                        body::<MR, NV, false, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue)
+                        body::<MR, NV, false, false, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue)
                     }
                 } else {
                     // An edge tile as narrow as its columns: a 4-column
                     // edge of a 32-wide kernel costs one vector per row, not two.
                     match n.div_ceil(L) {
-                        1 if NV > 1 => body::<MR, 1, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
-                        2 if NV > 2 => body::<MR, 2, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
-                        3 if NV > 3 => body::<MR, 3, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
-                        _ => body::<MR, NV, false, true>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
+                        1 if NV > 1 => body::<MR, 1, false, true, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
+                        2 if NV > 2 => body::<MR, 2, false, true, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
+                        3 if NV > 3 => body::<MR, 3, false, true, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
+                        _ => body::<MR, NV, false, true, false>(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, m, n, acc, epilogue),
                     }
                 }
             }
@@ -158,10 +163,19 @@ macro_rules! vector_micro_kernels {
         /// constant offsets from the column pointer). `MASKED`: an edge tile
         /// — B and C are loaded and stored under lane masks for `n`, rows
         /// past `m` recompute row `m-1` of A (valid memory) and are never
-        /// stored.
+        /// stored. `PREFETCH_A`: A's rows are prefetched along k (rows that
+        /// stream along k for longer than the prefetch distance: weights
+        /// read in place, from memory); a body of its own, so that the
+        /// others' loops stay as they were.
         #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
         #[target_feature(enable = $features)]
-        unsafe fn body<const MR: usize, const NV: usize, const PACKED: bool, const MASKED: bool>(
+        unsafe fn body<
+            const MR: usize,
+            const NV: usize,
+            const PACKED: bool,
+            const MASKED: bool,
+            const PREFETCH_A: bool,
+        >(
             kc: usize,
             a: *const f32,
             a_rs: isize,
@@ -223,12 +237,25 @@ macro_rules! vector_micro_kernels {
                 // streams from memory instead of stalling each row.
                 let lines = (NV * L * 4).div_ceil(64);
                 let ahead = PREFETCH_ROWS.wrapping_mul(b_rs);
+                // A's rows too, with PREFETCH_A (weights read in place come
+                // from memory, MR rows at once): one row per k step in turn,
+                // PREFETCH_A_ALONG_K ahead. Not where A's column is one line
+                // (a convolution's input read in place, from cache) or its
+                // rows are short: hints there cost more than they save.
+                let a_ahead = PREFETCH_A_ALONG_K.wrapping_mul(a_cs);
+                let mut a_turn = 0;
                 for _ in 0..kc {
                     for line in 0..lines {
                         let p = bp.wrapping_offset(ahead).wrapping_add(line * 16);
                         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
                             p.cast::<i8>(),
                         );
+                    }
+                    if PREFETCH_A {
+                        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                            ap.wrapping_offset(arow[a_turn].wrapping_add(a_ahead)).cast::<i8>(),
+                        );
+                        a_turn = if a_turn + 1 == MR { 0 } else { a_turn + 1 };
                     }
                     let mut bv: [$vector; NV] = [$zero; NV];
                     for v in 0..NV {
