@@ -79,6 +79,17 @@ pub(crate) struct SearchFlags {
 }
 
 impl SearchFlags {
+    /// `--flush weights` where no task has constant weights to flush
+    /// (`fix` says how to give them) is an error: it would time warm.
+    pub(crate) fn check_flush(&self, has_constants: bool, fix: &str) -> Result<(), CliError> {
+        if self.flush == FlushFlag::Weights && !has_constants {
+            return Err(CliError::Usage(format!(
+                "--flush weights: no task has constant weights, so nothing would be flushed; {fix}"
+            )));
+        }
+        Ok(())
+    }
+
     /// `--remeasure` and `--remeasure-passes`, checked.
     pub(crate) fn remeasure(&self) -> Result<RemeasureOptions, CliError> {
         if self.remeasure > MAX_REMEASURE {

@@ -162,6 +162,10 @@ fn tune_model(
     if !args.prepack {
         tasks = tasks.without_constants();
     }
+    args.flags.check_flush(
+        tasks.tasks.iter().any(|t| !t.task.constants().is_empty()),
+        "add --prepack to measure the model's weights as constants",
+    )?;
     if tasks.tasks.is_empty() {
         return Err(CliError::Usage(format!(
             "model {path} has no kernel to tune (every node is an alias)"
@@ -294,6 +298,10 @@ fn search_options(args: &TuneArgs) -> SearchOptions {
 fn tune_one(args: &TuneArgs, target: &Target, timeout: Duration) -> Result<String, CliError> {
     let op = args.op.as_deref().unwrap_or_default();
     let task = Task::from_registry(op, &args.shape)?.with_constants(&args.constants)?;
+    args.flags.check_flush(
+        !task.constants().is_empty(),
+        "name them with --constants (e.g. --constants weight)",
+    )?;
     let mut s = session(args, target, timeout)?;
     let bar = progress_bar(args.trials, "best");
     let tune_options = TuneOptions {

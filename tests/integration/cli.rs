@@ -206,6 +206,21 @@ fn bad_input_is_a_one_line_error_with_exit_code_2() {
         &["'W' is not an input of matmul", "its inputs are A, B"],
     );
     assert_rejected(
+        &[
+            "tune",
+            "matmul",
+            "--shape",
+            "M=8,N=8,K=8",
+            "--flush",
+            "weights",
+        ],
+        &[
+            "--flush weights",
+            "no task has constant weights",
+            "--constants",
+        ],
+    );
+    assert_rejected(
         &["tune", "matmul", "--shape", "M=8,N=8,K=8", "--prepack"],
         &["--prepack is for a model"],
     );
