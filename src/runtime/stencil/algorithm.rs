@@ -8,10 +8,19 @@
 //! vectors whose even lanes are kept (`in_x` = 2), gathered (other
 //! strides), or computed one output at a time (strides whose lane offsets
 //! exceed 32 bits).
+//!
+//! Where consecutive output rows' 3×3 windows overlap (a depthwise plane
+//! of stride 1 or 2), rows go in blocks of `row_block`: each input vector
+//! is loaded once for every row of the block whose window holds it, and
+//! the nine weights stay in registers.
 
 /// Writes, into the invoking ISA module, the stencil primitive
 /// `unsafe extern "C" fn $name` ([`super::StencilFn`]), the row algorithm
 /// behind it, the ISA's vector operations and `pub(super) fn primitives()`.
+///
+/// `row_block` output rows share their input loads where their windows
+/// overlap, for the input strides `shared_in_x` (where that paid on the
+/// ISA: 1 and 2 with AVX-512; AVX2's stride-2 rows ran slower).
 ///
 /// The module defines its vector type `V` (`lanes` f32 lanes), index
 /// vector `I` (as many i32 lanes) and lane mask `M`; the invocation gives
@@ -38,6 +47,8 @@ macro_rules! stencil_algorithm {
         isa: $isa:ident,
         features: $features:literal,
         lanes: $lanes:literal,
+        row_block: $row_block:literal,
+        shared_in_x: [$($shared_in_x:literal),+],
         name: $name:ident,
         ops: {
             $($(#[$op_doc:meta])* fn $op:ident($($op_arg:ident: $op_ty:ty),*) -> $op_ret:ty
@@ -55,6 +66,9 @@ macro_rules! stencil_algorithm {
         /// Vectors of one block: accumulators held in registers across the
         /// taps.
         const BLOCK: usize = 4;
+        /// Output rows computed together where their windows overlap: each
+        /// input vector is loaded once for all of them.
+        const ROW_BLOCK: usize = $row_block;
 
         $(
             $(#[$op_doc])*
@@ -126,16 +140,28 @@ macro_rules! stencil_algorithm {
             unsafe { stencil(&row) }
         }
 
-        /// Each row in turn, with the input loads for `in_x`.
+        /// Each row in turn, with the input loads for `in_x`; where
+        /// consecutive rows' windows overlap ([`shared_rows_step`]), blocks
+        /// of [`ROW_BLOCK`] rows at once.
         ///
         /// # Safety
         ///
         /// The [`StencilFn`](super::StencilFn) contract for `row`.
         #[target_feature(enable = $features)]
         unsafe fn stencil(rows: &Row) {
+            let shared = shared_rows_step(rows);
             let mut row = *rows;
-            for y in 0..rows.rows {
+            let mut y = 0;
+            while y < rows.rows {
                 row.y = y;
+                row.out = rows.out.wrapping_offset(offset(y, rows.out_y));
+                row.input = rows.input.wrapping_offset(offset(y, rows.in_y));
+                if let Some(step) = shared.filter(|_| rows.rows - y >= ROW_BLOCK) {
+                    // SAFETY: the caller's contract, for rows `y..y + ROW_BLOCK`.
+                    unsafe { shared_taps(&row, step) };
+                    y += ROW_BLOCK;
+                    continue;
+                }
                 // SAFETY (all arms): the caller's contract, for this row.
                 match row.in_x {
                     1 => unsafe { taps(&row, Contiguous) },
@@ -145,8 +171,7 @@ macro_rules! stencil_algorithm {
                         None => unsafe { row.scalar(0..row.n) },
                     },
                 }
-                row.out = row.out.wrapping_offset(rows.out_y);
-                row.input = row.input.wrapping_offset(rows.in_y);
+                y += 1;
             }
         }
 
@@ -265,13 +290,7 @@ macro_rules! stencil_algorithm {
                         // SAFETY: the inputs of this block's outputs at this
                         // tap; a vector that is not the tail has outputs
                         // after it.
-                        let x = unsafe {
-                            if is_tail(v) {
-                                inputs.load_tail(p, tail)
-                            } else {
-                                inputs.load(p)
-                            }
-                        };
+                        let x = unsafe { load_inputs(inputs, p, is_tail(v), tail) };
                         *a = fma(w, x, *a);
                     }
                 }
@@ -292,6 +311,195 @@ macro_rules! stencil_algorithm {
                         store_masked(p, out_mask, natural)
                     } else {
                         store(p, natural)
+                    }
+                }
+            }
+        }
+
+        /// The inputs at `p` of one vector of outputs (the row's last,
+        /// through `tail`'s masks, where `is_tail`).
+        ///
+        /// # Safety
+        ///
+        /// The CPU has the features; those inputs are readable, and a
+        /// vector that is not the tail has outputs after it.
+        #[target_feature(enable = $features)]
+        #[inline]
+        unsafe fn load_inputs<L: Inputs>(inputs: L, p: *const f32, is_tail: bool, tail: L::Tail) -> V {
+            // SAFETY: the caller's contract.
+            unsafe {
+                if is_tail {
+                    inputs.load_tail(p, tail)
+                } else {
+                    inputs.load(p)
+                }
+            }
+        }
+
+        /// How far down the input the window moves from one output row to
+        /// the next, in filter rows (1 or 2: stride-1 and stride-2
+        /// convolutions), where the rows of `rows` can share input loads:
+        /// a 3×3 filter, an `in_x` the ISA shares rows at (1 or 2: where
+        /// it pays), and `in_y` that many `in_r`.
+        fn shared_rows_step(rows: &Row) -> Option<usize> {
+            if (rows.taps_r, rows.taps_s) != (3, 3)
+                || ![$($shared_in_x),+].contains(&rows.in_x)
+                || rows.in_r <= 0
+                || rows.rows < ROW_BLOCK
+            {
+                return None;
+            }
+            [1, 2].into_iter().find(|&step| rows.in_y == offset(step, rows.in_r))
+        }
+
+        /// [`ROW_BLOCK`] rows from `row` (its `y` the first) whose windows
+        /// move `step` filter rows from one to the next.
+        ///
+        /// # Safety
+        ///
+        /// The [`StencilFn`](super::StencilFn) contract for those rows;
+        /// `row` passed [`shared_rows_step`] with `step`.
+        #[inline(never)]
+        #[target_feature(enable = $features)]
+        unsafe fn shared_taps(row: &Row, step: usize) {
+            // SAFETY (all arms): the caller's contract.
+            match (row.in_x, step) {
+                (1, 1) => unsafe { shared_blocks::<Contiguous, 3, 3, 1>(row, Contiguous) },
+                (1, _) => unsafe { shared_blocks::<Contiguous, 3, 3, 2>(row, Contiguous) },
+                (_, 1) => unsafe { shared_blocks::<Stride2, 3, 3, 1>(row, Stride2) },
+                _ => unsafe { shared_blocks::<Stride2, 3, 3, 2>(row, Stride2) },
+            }
+        }
+
+        /// [`blocks`] for [`ROW_BLOCK`] rows at once, the weights held in
+        /// registers.
+        ///
+        /// # Safety
+        ///
+        /// As [`shared_taps`].
+        #[target_feature(enable = $features)]
+        unsafe fn shared_blocks<L: Inputs, const R: usize, const S: usize, const STEP: usize>(
+            row: &Row,
+            inputs: L,
+        ) {
+            // SAFETY: the weights the formula names.
+            let weights: [[V; S]; R] = std::array::from_fn(|r| {
+                std::array::from_fn(|s| {
+                    let tap_w = offset(r, row.w_r).wrapping_add(offset(s, row.w_s));
+                    splat(unsafe { *row.weight.wrapping_offset(tap_w) })
+                })
+            });
+            let n = row.n;
+            let mut j = 0;
+            while n - j > BLOCK * LANES {
+                // SAFETY: outputs `j..j + BLOCK·LANES` of the rows, more
+                // after them.
+                unsafe {
+                    shared_block::<L, BLOCK, false, R, S, STEP>(row, inputs, &weights, j, LANES)
+                };
+                j += BLOCK * LANES;
+            }
+            let rest = n - j;
+            let vectors = rest.div_ceil(LANES);
+            let last = rest - (vectors - 1) * LANES;
+            // SAFETY (all arms): the rows' last outputs, `j..n`.
+            unsafe {
+                match vectors {
+                    1 => shared_block::<L, 1, true, R, S, STEP>(row, inputs, &weights, j, last),
+                    2 => shared_block::<L, 2, true, R, S, STEP>(row, inputs, &weights, j, last),
+                    3 => shared_block::<L, 3, true, R, S, STEP>(row, inputs, &weights, j, last),
+                    _ => shared_block::<L, 4, true, R, S, STEP>(row, inputs, &weights, j, last),
+                }
+            }
+        }
+
+        /// [`block`] for [`ROW_BLOCK`] rows: input row `i` (from the first
+        /// row's window) is loaded once, vector by vector, and feeds every
+        /// output row `b` whose window holds it, as its filter row
+        /// `i − STEP·b`. Each output still takes its taps r-major, then s.
+        ///
+        /// # Safety
+        ///
+        /// As [`shared_taps`]; the block's outputs lie in `0..n`, and
+        /// without `TAIL` the rows have outputs after them.
+        #[target_feature(enable = $features)]
+        #[inline]
+        unsafe fn shared_block<
+            L: Inputs,
+            const VECTORS: usize,
+            const TAIL: bool,
+            const R: usize,
+            const S: usize,
+            const STEP: usize,
+        >(
+            row: &Row,
+            inputs: L,
+            weights: &[[V; S]; R],
+            j: usize,
+            last: usize,
+        ) {
+            let out_mask = lane_mask(last);
+            // SAFETY: `1 ≤ last ≤ LANES`; the features are enabled.
+            let tail = unsafe { L::Tail::new(last) };
+            let is_tail = |v: usize| TAIL && v == VECTORS - 1;
+            let out_of = |b: usize| row.out.wrapping_offset(offset(b, row.out_y)).wrapping_add(j);
+
+            let mut acc = [[zero(); VECTORS]; ROW_BLOCK];
+            if row.accumulate {
+                for (b, acc_b) in acc.iter_mut().enumerate() {
+                    for (v, a) in acc_b.iter_mut().enumerate() {
+                        let p = out_of(b).wrapping_add(v * LANES);
+                        // SAFETY: outputs of this block, in `0..n` (the
+                        // masked lanes are never touched); the features.
+                        *a = unsafe {
+                            inputs.order(if is_tail(v) { load_masked(p, out_mask) } else { load(p) })
+                        };
+                    }
+                }
+            }
+            let input = row.input.wrapping_offset(offset(j, row.in_x));
+            let vector_step = offset(LANES, row.in_x);
+            for i in 0..STEP * (ROW_BLOCK - 1) + R {
+                for s in 0..S {
+                    let tap = input
+                        .wrapping_offset(offset(i, row.in_r))
+                        .wrapping_offset(offset(s, row.in_s));
+                    for v in 0..VECTORS {
+                        let p = tap.wrapping_offset(offset(v, vector_step));
+                        // SAFETY: inputs of this block's outputs in the rows
+                        // whose window holds input row `i` (every `i` here
+                        // is in one); a vector that is not the tail has
+                        // outputs after it.
+                        let x = unsafe { load_inputs(inputs, p, is_tail(v), tail) };
+                        for (b, acc_b) in acc.iter_mut().enumerate() {
+                            if let Some(r) = i.checked_sub(STEP * b).filter(|&r| r < R) {
+                                acc_b[v] = fma(weights[r][s], x, acc_b[v]);
+                            }
+                        }
+                    }
+                }
+            }
+            // The stores stay written out here, as in `block`: behind a shared
+            // helper LLVM moved the accumulators through the stack (measured
+            // 2-3x slower).
+            // SAFETY: the caller's contract: the epilogue is null or valid.
+            let epilogue = unsafe { row.epilogue.as_ref() };
+            for (b, acc_b) in acc.into_iter().enumerate() {
+                for (v, a) in acc_b.into_iter().enumerate() {
+                    let p = out_of(b).wrapping_add(v * LANES);
+                    // SAFETY: the features are enabled; outputs of this
+                    // block, in `0..n`, and their addends.
+                    unsafe {
+                        let mut natural = inputs.order(a);
+                        if let Some(epilogue) = epilogue {
+                            let mask = if is_tail(v) { out_mask } else { lane_mask(LANES) };
+                            natural = epilogue_on(epilogue, natural, row.y + b, j + v * LANES, mask);
+                        }
+                        if is_tail(v) {
+                            store_masked(p, out_mask, natural)
+                        } else {
+                            store(p, natural)
+                        }
                     }
                 }
             }

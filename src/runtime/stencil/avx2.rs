@@ -24,6 +24,8 @@ stencil_algorithm! {
     isa: Avx2Fma,
     features: "avx2,fma",
     lanes: 8,
+    row_block: 2,
+    shared_in_x: [1],
     name: avx2_stencil,
     ops: {
         fn lane_mask(count: usize) -> M => _mm256_cmpgt_epi32(

@@ -22,6 +22,8 @@ stencil_algorithm! {
     isa: Avx512,
     features: "avx512f",
     lanes: 16,
+    row_block: 4,
+    shared_in_x: [1, 2],
     name: avx512_stencil,
     ops: {
         fn lane_mask(count: usize) -> M => ((1u32 << count.min(LANES)) - 1) as M;

@@ -265,20 +265,35 @@ fn rows_of_one_call_match_the_row_by_row_loop() {
     }
     let mut rng = Rng(11);
     for p in &primitives {
-        for (n, in_x) in [(28, 1), (56, 1), (14, 2), (17, 2), (9, 3)] {
+        for (n, in_x) in [
+            (1, 1),
+            (16, 1),
+            (28, 1),
+            (56, 1),
+            (65, 1),
+            (112, 1),
+            (14, 2),
+            (17, 2),
+            (64, 2),
+            (9, 3),
+        ] {
             let row = padded(n, (3, 3), in_x, 1);
-            for (rows, gap) in [(2, 0), (5, 3), (7, 1)] {
-                for accumulate in [false, true] {
-                    // Output rows `gap` cells apart (the cells between
-                    // untouched); input rows a stride apart, as the
-                    // padded plane of a convolution of that stride.
-                    let shape = StencilShape {
-                        rows,
-                        out_y: n + gap,
-                        in_y: in_x * row.in_r,
-                        ..row
-                    };
-                    check(p, shape, accumulate, &mut rng);
+            // Input rows one or two filter rows apart (stride-1 and
+            // stride-2 planes: rows that share input loads, in blocks and
+            // one by one), or apart from any filter row.
+            for step in [1, 2, 3] {
+                for (rows, gap) in [(2, 0), (5, 3), (7, 1), (9, 0), (12, 2)] {
+                    for accumulate in [false, true] {
+                        // Output rows `gap` cells apart (the cells between
+                        // untouched).
+                        let shape = StencilShape {
+                            rows,
+                            out_y: n + gap,
+                            in_y: step * row.in_r + i64::from(step == 3),
+                            ..row
+                        };
+                        check(p, shape, accumulate, &mut rng);
+                    }
                 }
             }
         }
@@ -489,7 +504,7 @@ fn outputs_go_through_the_epilogue_bit_for_bit() {
     for p in covered_primitives() {
         for (n, in_x) in [(1, 1), (17, 1), (56, 1), (70, 1), (14, 2), (33, 2), (9, 3)] {
             let shape = StencilShape {
-                rows: 3,
+                rows: 9,
                 out_y: n + 2,
                 in_y: in_x * padded(n, (3, 3), in_x, 1).in_r,
                 ..padded(n, (3, 3), in_x, 1)
@@ -498,7 +513,7 @@ fn outputs_go_through_the_epilogue_bit_for_bit() {
             let weight = named_weight(shape, &mut rng);
             let bias = [rng.value()];
             let rs = (n + 5) as usize;
-            let residual: Vec<f32> = (0..3 * rs).map(|_| rng.value()).collect();
+            let residual: Vec<f32> = (0..9 * rs).map(|_| rng.value()).collect();
             // A channel's bias (one value for the whole plane) and a ReLU6
             // (MobileNet), then a residual along the rows and a lower clamp.
             let epilogues = [
@@ -542,7 +557,7 @@ fn outputs_go_through_the_epilogue_bit_for_bit() {
                 for y in 0..shape.rows as usize {
                     for j in 0..n as usize {
                         let at = y * shape.out_y as usize + j;
-                        // SAFETY: the addends cover 3 rows of n + 5.
+                        // SAFETY: the addends cover 9 rows of n + 5.
                         let want = unsafe { epilogue.apply(y, j, plain[at]) };
                         assert_eq!(
                             fused[at].to_bits(),
