@@ -9,6 +9,7 @@ use crate::te::DType;
 use crate::tir::{ForKind, PrimFunc, Stmt};
 
 use super::parallel_work::serialise_small_parallel_loops;
+use super::translate::copy_call::contiguous_copy;
 use super::translate::memory::{StoragePlan, allocations, storage_plan};
 use super::translate::vector::{VectorPlan, vector_plan};
 
@@ -22,6 +23,9 @@ pub struct VectorLoop {
     /// How it runs; none when it runs as a serial loop (its stores have no
     /// common vector width, or lanes would race on one element).
     pub plan: Option<VectorPlan>,
+    /// Whether it runs as one `tessera_copy` call instead (a contiguous
+    /// copy between buffers longer than an unrolled vector loop).
+    pub copy: bool,
 }
 
 /// Where one allocated buffer lives.
@@ -93,6 +97,7 @@ pub fn decisions(func: &PrimFunc) -> CodegenDecisions {
                 var: var.name().to_string(),
                 extent: *extent,
                 plan: vector_plan(var.id(), *extent, body, func, false),
+                copy: contiguous_copy(var.id(), *extent, body, func).is_some(),
             });
         }
     });
@@ -124,6 +129,9 @@ pub fn decisions(func: &PrimFunc) -> CodegenDecisions {
 impl fmt::Display for VectorLoop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} in 0..{}: ", self.var, self.extent)?;
+        if self.copy {
+            return f.write_str("one contiguous copy (a tessera_copy call: memmove)");
+        }
         let Some(plan) = self.plan else {
             return f.write_str(
                 "serial (its stores have no common vector width, or its lanes would race on one element)",
@@ -281,16 +289,12 @@ mod tests {
     }
 
     #[test]
-    fn long_and_ragged_vector_loops_and_large_buffers() {
-        // 70 columns: 17 looped chunks and 2 scalar iterations; the 70x70
-        // cache is too large for registers and lives on the stack.
+    fn long_and_ragged_vector_loops() {
+        // 70 columns: 17 looped chunks and 2 scalar iterations.
         let func = lowered(
-            "matmul",
-            "M=70,N=70,K=3",
-            r#"[
-              {"kind": "cache_write", "stage": "C"},
-              {"kind": "annotate", "stage": "C", "iter": "i1", "annotation": "vectorize"}
-            ]"#,
+            "bias_add",
+            "M=2,N=70",
+            r#"[{"kind": "annotate", "stage": "bias_add", "iter": "i1", "annotation": "vectorize"}]"#,
         );
         let report = decisions(&func);
         let ragged = Some(VectorPlan {
@@ -302,6 +306,30 @@ mod tests {
         });
         assert_eq!(report.vector_loops.len(), 1, "{report}");
         assert_eq!(report.vector_loops[0].plan, ragged);
+        assert!(!report.vector_loops[0].copy, "{report}");
+        assert!(
+            report
+                .to_string()
+                .contains("17 chunks of 4 lanes, in a loop, then 2 scalar iterations"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn long_copies_are_calls_and_large_buffers_live_on_the_stack() {
+        // The copy out of a 70x70 cache: one call per row; the cache is too
+        // large for registers and lives on the stack.
+        let func = lowered(
+            "matmul",
+            "M=70,N=70,K=3",
+            r#"[
+              {"kind": "cache_write", "stage": "C"},
+              {"kind": "annotate", "stage": "C", "iter": "i1", "annotation": "vectorize"}
+            ]"#,
+        );
+        let report = decisions(&func);
+        assert_eq!(report.vector_loops.len(), 1, "{report}");
+        assert!(report.vector_loops[0].copy, "{report}");
         assert_eq!(
             report.buffers.iter().map(|b| b.storage).collect::<Vec<_>>(),
             [StoragePlan::Stack { bytes: 70 * 70 * 4 }]
@@ -309,8 +337,17 @@ mod tests {
         assert!(
             report
                 .to_string()
-                .contains("17 chunks of 4 lanes, in a loop, then 2 scalar iterations"),
+                .contains("i1 in 0..70: one contiguous copy (a tessera_copy call: memmove)"),
             "{report}"
         );
+        // As short as an unrolled loop (32 elements): vector code.
+        let report = decisions(&lowered(
+            "matmul",
+            "M=32,N=32,K=3",
+            r#"[{"kind": "cache_write", "stage": "C"},
+                {"kind": "annotate", "stage": "C", "iter": "i1", "annotation": "vectorize"}]"#,
+        ));
+        assert_eq!(report.vector_loops.len(), 1, "{report}");
+        assert!(!report.vector_loops[0].copy, "{report}");
     }
 }

@@ -12,6 +12,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, default_libcall_names};
 
 use crate::runtime::Target;
+use crate::runtime::copy::tessera_copy;
 use crate::runtime::parallel::tessera_parallel_for;
 use crate::runtime::workspace::{tessera_alloc, tessera_free};
 use crate::tir::PrimFunc;
@@ -64,6 +65,7 @@ fn runtime_symbols(target: &Target) -> Vec<(&'static str, *const u8)> {
         ("tessera_parallel_for", tessera_parallel_for as *const u8),
         ("tessera_alloc", tessera_alloc as *const u8),
         ("tessera_free", tessera_free as *const u8),
+        ("tessera_copy", tessera_copy as *const u8),
     ];
     symbols.extend(host_symbols());
     symbols.extend(micro_kernel_symbols(target));

@@ -23,13 +23,15 @@ use super::translate::define_kernel;
 
 /// Every symbol an object file may import from the program it is linked
 /// into. Parallel loops call `tessera_parallel_for`, buffers too large for
-/// the stack `tessera_alloc`/`tessera_free` (64-byte aligned), f64 math and
+/// the stack `tessera_alloc`/`tessera_free` (64-byte aligned), contiguous
+/// copies `tessera_copy` (`memmove`), f64 math and
 /// f32 `pow` the `tessera_*_f64`/`tessera_pow_f32` functions (C signatures:
 /// see `tessera_runtime.c` written by `deploy::aot`).
 pub const RUNTIME_IMPORTS: &[&str] = &[
     "tessera_parallel_for",
     "tessera_alloc",
     "tessera_free",
+    "tessera_copy",
     "tessera_exp_f64",
     "tessera_log_f64",
     "tessera_tanh_f64",

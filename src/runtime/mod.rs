@@ -4,6 +4,7 @@
 //! is generated for.
 
 mod buffer;
+pub mod copy;
 mod device;
 pub mod micro_kernels;
 pub mod pack;

@@ -16,7 +16,7 @@ use common::Scratch;
 use common::double_double::DoubleDouble;
 
 use tessera::codegen::{self, CodegenOptions};
-use tessera::deploy::aot::{AotError, KERNELS_FILE, RUNTIME_FILE, write_aot};
+use tessera::deploy::aot::{AotError, AotFiles, KERNELS_FILE, RUNTIME_FILE, write_aot};
 use tessera::ops;
 use tessera::schedule::{Annotation, State, Step, steps_from_json};
 use tessera::te::{self, ComputeDag, DType, HostData, HostTensor};
@@ -97,16 +97,8 @@ fn aot_matmul_links_and_matches_a_naive_loop() {
         has_loop(&func, ForKind::Vectorized),
         "a vector loop:\n{func}"
     );
-    let dir = Scratch::new("aot-matmul");
+    let (dir, files) = matmul_aot(&dag, &func, "aot-matmul");
     let description = dag.workload_key().to_string();
-    let files = write_aot(
-        &func,
-        "matmul",
-        &description,
-        &dir,
-        &CodegenOptions::default(),
-    )
-    .expect("write_aot");
     assert_eq!(files.object, dir.join("matmul.o"));
     assert_eq!(files.header, dir.join("matmul.h"));
     assert_eq!(files.runtime, dir.join(RUNTIME_FILE));
@@ -154,9 +146,32 @@ fn aot_matmul_links_and_matches_a_naive_loop() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    link_and_run_matmul(&dir, &files.runtime, &files.object);
+}
+
+/// Writes `func`, a matmul kernel of `dag`, ahead of time as `matmul` into
+/// a new scratch folder `name`.
+fn matmul_aot(dag: &ComputeDag, func: &PrimFunc, name: &str) -> (Scratch, AotFiles) {
+    let dir = Scratch::new(name);
+    let description = dag.workload_key().to_string();
+    let files = write_aot(
+        func,
+        "matmul",
+        &description,
+        &dir,
+        &CodegenOptions::default(),
+    )
+    .expect("write_aot");
+    (dir, files)
+}
+
+/// Links `examples/aot/main.c` with the runtime and a matmul object into a
+/// program, runs it with 1, 3 and the default threads and checks that it
+/// matched its naive loop.
+fn link_and_run_matmul(dir: &Path, runtime: &Path, object: &Path) {
     let main = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/aot/main.c");
     let program = dir.join("matmul_aot");
-    cc(&dir, &[&main, &files.runtime, &files.object], &program);
+    cc(dir, &[&main, runtime, object], &program);
     // One thread, an uneven split over 3 threads, and the machine's default.
     for threads in [Some("1"), Some("3"), None] {
         let mut command = Command::new(&program);
@@ -177,6 +192,35 @@ fn aot_matmul_links_and_matches_a_naive_loop() {
             "{stdout}"
         );
     }
+}
+
+#[test]
+fn aot_long_copies_call_the_runtime_copy() {
+    // The copy out of a 70x70 cache: one tessera_copy call per row.
+    let spec = ops::find("matmul").expect("matmul is registered");
+    let shape = spec.parse_shape("M=70,N=70,K=3").expect("matmul shape");
+    let dag = spec.build(&shape).expect("matmul builds");
+    let steps = steps_from_json(
+        r#"[{"kind": "cache_write", "stage": "C"},
+            {"kind": "annotate", "stage": "C", "iter": "i1", "annotation": "vectorize"}]"#,
+    )
+    .expect("the steps parse");
+    let state = State::replay(&dag, &steps).expect("the schedule replays");
+    let func = tir::lower(&state).expect("the schedule lowers");
+    assert!(
+        codegen::decisions(&func)
+            .vector_loops
+            .iter()
+            .any(|l| l.copy),
+        "a copy call:\n{func}"
+    );
+    let (dir, files) = matmul_aot(&dag, &func, "aot-copy");
+    let object = std::fs::read(&files.object).expect("read the object");
+    assert!(
+        mentions(&object, "tessera_copy"),
+        "the object lacks tessera_copy"
+    );
+    link_and_run_matmul(&dir, &files.runtime, &files.object);
 }
 
 /// Elementwise math: `p`, f64 math that tessera implements by calling host
@@ -308,14 +352,14 @@ fn aot_math_kernel_links_host_functions_and_matches_the_interpreter_and_the_jit(
     )
     .expect("write_aot");
     let object = std::fs::read(&files.object).expect("read the object");
-    // Every runtime import but the heap (this kernel's buffers fit the stack)
-    // and the fork: its parallel loop does far less work than
-    // MIN_PARALLEL_STORES, so it runs serially (the matmul test above links
-    // the fork).
+    // Every runtime import but the heap (this kernel's buffers fit the stack),
+    // the copy (it copies nothing) and the fork: its parallel loop does far
+    // less work than MIN_PARALLEL_STORES, so it runs serially (the matmul
+    // tests above link the fork and the copy).
     for &symbol in codegen::RUNTIME_IMPORTS.iter().filter(|s| {
         !matches!(
             **s,
-            "tessera_alloc" | "tessera_free" | "tessera_parallel_for"
+            "tessera_alloc" | "tessera_free" | "tessera_parallel_for" | "tessera_copy"
         )
     }) {
         assert!(mentions(&object, symbol), "the object lacks {symbol}");

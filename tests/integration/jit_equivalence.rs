@@ -108,3 +108,37 @@ fn random_schedules_compile_to_the_reference() {
         "step kinds that applied fewer than {minimum} times: {thin:?}\n{stats}"
     );
 }
+
+#[test]
+fn long_contiguous_copies_run_as_calls_and_match() {
+    // A cache's copy out (70 elements a row), and the interior rows of a
+    // padded copy computed per channel (40 elements, one column in).
+    let cases = [
+        (
+            "matmul",
+            vec![("M", 70), ("N", 70), ("K", 3)],
+            r#"[{"kind": "cache_write", "stage": "C"},
+                {"kind": "annotate", "stage": "C", "iter": "i1", "annotation": "vectorize"}]"#,
+        ),
+        (
+            "depthwise_conv2d",
+            vec![("C", 3), ("H", 40), ("W", 40)],
+            r#"[{"kind": "compute_at", "stage": "pad", "target": "depthwise_conv2d", "iter": "i1"},
+                {"kind": "annotate", "stage": "pad", "iter": "i3", "annotation": "vectorize"}]"#,
+        ),
+    ];
+    for (op, params, steps) in cases {
+        let dag = build(op, &params);
+        let steps = steps_from_json(steps).unwrap_or_else(|e| panic!("{op}: {e}"));
+        let state = State::replay(&dag, &steps).unwrap_or_else(|e| panic!("{op}: {e}"));
+        let func = tir::lower(&state).unwrap_or_else(|e| panic!("{op}: {e}"));
+        let report = codegen::decisions(&func);
+        assert!(
+            report.vector_loops.iter().any(|l| l.copy),
+            "{op}: no copy call\n{report}\n{func}"
+        );
+        for seed in [3, 4] {
+            assert!(check_state(op, &dag, &state, seed));
+        }
+    }
+}

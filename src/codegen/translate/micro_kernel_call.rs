@@ -50,12 +50,7 @@ impl FnTranslator<'_, '_, '_> {
             }
         };
         let flat = self.expr(offset, false)?;
-        let (address, offset) = self.address(id, base, flat);
-        Ok(if offset == 0 {
-            address
-        } else {
-            self.b.ins().iadd_imm_s(address, i64::from(offset))
-        })
+        Ok(self.flat_address(id, base, flat))
     }
 
     /// A runtime call's three counts and its `accumulate`, as `i64` values.

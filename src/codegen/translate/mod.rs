@@ -1,6 +1,7 @@
 //! Translation of one loop-IR function (or an outlined parallel loop body)
 //! into Cranelift IR.
 
+pub(crate) mod copy_call;
 mod entry;
 mod expr;
 pub(crate) mod memory;

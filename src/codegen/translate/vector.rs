@@ -160,6 +160,9 @@ pub(crate) fn vector_plan(
 impl FnTranslator<'_, '_, '_> {
     /// `for var in 0..extent vectorized { body }`.
     pub fn vector_loop(&mut self, var: &Var, extent: i64, body: &Stmt) -> Result<(), CodegenError> {
+        if self.copy_loop(var, extent, body)? {
+            return Ok(());
+        }
         let strict_fp = self.options().strict_fp;
         let Some(plan) = vector_plan(var.id(), extent, body, self.func(), strict_fp) else {
             let start = self.b.ins().iconst(types::I64, 0);

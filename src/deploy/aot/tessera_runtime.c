@@ -11,6 +11,7 @@
  * - tessera_alloc / tessera_free: 64-byte aligned heap blocks for buffers too
  *   large for the stack, kept per thread for the next call (tessera_alloc
  *   returns NULL when out of memory).
+ * - tessera_copy: a contiguous copy of a vectorized loop (memmove).
  * - tessera_*_f64, tessera_pow_f32: math the kernels call (libm).
  */
 #ifndef _POSIX_C_SOURCE
@@ -21,6 +22,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* An outlined loop body: iterations begin..end, with the kernel's buffer
@@ -34,6 +36,7 @@ void tessera_parallel_for(tessera_loop_body body, void *const *ptrs,
                           const int64_t *values, int64_t extent);
 void *tessera_alloc(int64_t bytes);
 void tessera_free(void *ptr);
+void tessera_copy(void *dst, const void *src, int64_t bytes);
 double tessera_exp_f64(double x);
 double tessera_log_f64(double x);
 double tessera_tanh_f64(double x);
@@ -240,6 +243,12 @@ void tessera_free(void *ptr) {
   cached_blocks[at] = raw;
   cached_sizes[at] = capacity;
   cached_count++;
+}
+
+/* ---- copies ---- */
+
+void tessera_copy(void *dst, const void *src, int64_t bytes) {
+  if (bytes > 0) memmove(dst, src, (size_t)bytes);
 }
 
 /* ---- math ---- */
