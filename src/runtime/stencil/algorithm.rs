@@ -39,6 +39,11 @@
 ///   `load_masked(p, m)` (zero in the masked-out lanes, which are never
 ///   touched), `store(p, v)`, `store_masked(p, m, v)`, `load_evens(p)`
 ///   (`evens` of `p[0..2·LANES]`, which it may read whole),
+///   `load_evens_window(p, count)` (the stride-2 inputs of `count`
+///   outputs, `1 ≤ count ≤ LANES`, at taps 0, 1 and 2 of a window whose
+///   taps are consecutive: `evens` of `p[0..]`, `p[1..]` and `p[2..]`,
+///   in the stride-2 order, the lanes of outputs past `count` unspecified;
+///   reads only `p[0..=2·count]`),
 ///   `load_index(p)` (`LANES` i32), `gather(p, offsets)` (lane `l` from
 ///   `p[offsets[l]]`) and `gather_masked(p, offsets, m)` (zero in the
 ///   masked-out lanes, which are never touched).
@@ -336,6 +341,23 @@ macro_rules! stencil_algorithm {
             }
         }
 
+        /// [`Inputs::window3`] as three loads, one per tap.
+        ///
+        /// # Safety
+        ///
+        /// As [`Inputs::window3`].
+        #[target_feature(enable = $features)]
+        #[inline]
+        unsafe fn window3_by_taps<L: Inputs>(
+            inputs: L,
+            p: *const f32,
+            is_tail: bool,
+            tail: L::Tail,
+        ) -> [V; 3] {
+            // SAFETY: the caller's contract.
+            std::array::from_fn(|s| unsafe { load_inputs(inputs, p.wrapping_add(s), is_tail, tail) })
+        }
+
         /// How far down the input the window moves from one output row to
         /// the next, in filter rows (1 or 2: stride-1 and stride-2
         /// convolutions), where the rows of `rows` can share input loads:
@@ -459,21 +481,38 @@ macro_rules! stencil_algorithm {
             }
             let input = row.input.wrapping_offset(offset(j, row.in_x));
             let vector_step = offset(LANES, row.in_x);
-            for i in 0..STEP * (ROW_BLOCK - 1) + R {
-                for s in 0..S {
-                    let tap = input
-                        .wrapping_offset(offset(i, row.in_r))
-                        .wrapping_offset(offset(s, row.in_s));
+            let input_row = |i: usize| input.wrapping_offset(offset(i, row.in_r));
+            if L::WINDOW3 && S == 3 && row.in_s == 1 {
+                // Vector by vector, its three taps from one set of loads.
+                for i in 0..STEP * (ROW_BLOCK - 1) + R {
                     for v in 0..VECTORS {
-                        let p = tap.wrapping_offset(offset(v, vector_step));
+                        let p = input_row(i).wrapping_offset(offset(v, vector_step));
                         // SAFETY: inputs of this block's outputs in the rows
                         // whose window holds input row `i` (every `i` here
-                        // is in one); a vector that is not the tail has
-                        // outputs after it.
-                        let x = unsafe { load_inputs(inputs, p, is_tail(v), tail) };
-                        for (b, acc_b) in acc.iter_mut().enumerate() {
-                            if let Some(r) = i.checked_sub(STEP * b).filter(|&r| r < R) {
-                                acc_b[v] = fma(weights[r][s], x, acc_b[v]);
+                        // is in one), at every tap s; a vector that is not
+                        // the tail has outputs after it.
+                        let xs = unsafe { inputs.window3(p, is_tail(v), tail) };
+                        for (s, &x) in xs.iter().enumerate() {
+                            for (b, acc_b) in acc.iter_mut().enumerate() {
+                                if let Some(r) = i.checked_sub(STEP * b).filter(|&r| r < R) {
+                                    acc_b[v] = fma(weights[r][s], x, acc_b[v]);
+                                }
+                            }
+                        }
+                    }
+                }
+            } else {
+                for i in 0..STEP * (ROW_BLOCK - 1) + R {
+                    for s in 0..S {
+                        let tap = input_row(i).wrapping_offset(offset(s, row.in_s));
+                        for v in 0..VECTORS {
+                            let p = tap.wrapping_offset(offset(v, vector_step));
+                            // SAFETY: as above, at tap s.
+                            let x = unsafe { load_inputs(inputs, p, is_tail(v), tail) };
+                            for (b, acc_b) in acc.iter_mut().enumerate() {
+                                if let Some(r) = i.checked_sub(STEP * b).filter(|&r| r < R) {
+                                    acc_b[v] = fma(weights[r][s], x, acc_b[v]);
+                                }
                             }
                         }
                     }
@@ -551,6 +590,9 @@ macro_rules! stencil_algorithm {
             /// The lane masks of a load of the first outputs only.
             type Tail: TailMasks;
 
+            /// Whether [`Inputs::window3`] loads less than three taps do.
+            const WINDOW3: bool = false;
+
             /// The inputs of [`LANES`] outputs, in the lane order of
             /// [`Inputs::order`].
             ///
@@ -569,6 +611,17 @@ macro_rules! stencil_algorithm {
             /// The CPU has the features; every element from `p` to the last
             /// of those inputs is readable.
             unsafe fn load_tail(self, p: *const f32, tail: Self::Tail) -> V;
+
+            /// The inputs of one vector of outputs at taps s = 0, 1, 2 of a
+            /// window whose taps are consecutive elements (`in_s` = 1), `p`
+            /// the first one's (the row's last vector, through `tail`'s
+            /// masks, where `is_tail`).
+            ///
+            /// # Safety
+            ///
+            /// As [`Inputs::load`] (or [`Inputs::load_tail`]) at `p`, `p + 1`
+            /// and `p + 2`.
+            unsafe fn window3(self, p: *const f32, is_tail: bool, tail: Self::Tail) -> [V; 3];
 
             /// Maps outputs between their natural lane order and the order
             /// the loads deliver (either way: it is its own inverse); the
@@ -624,6 +677,13 @@ macro_rules! stencil_algorithm {
                 // SAFETY: the unmasked elements: the caller's contract.
                 unsafe { load_masked(p, mask) }
             }
+
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn window3(self, p: *const f32, is_tail: bool, tail: Self::Tail) -> [V; 3] {
+                // SAFETY: the caller's contract.
+                unsafe { window3_by_taps(self, p, is_tail, tail) }
+            }
         }
 
         /// `in_x` = 2: the even elements of `2·LANES` consecutive ones, in
@@ -636,6 +696,8 @@ macro_rules! stencil_algorithm {
         struct Stride2Masks {
             low: M,
             high: M,
+            /// Outputs of the tail.
+            count: usize,
         }
 
         impl TailMasks for Stride2Masks {
@@ -648,12 +710,14 @@ macro_rules! stencil_algorithm {
                 Stride2Masks {
                     low: lane_mask(elements),
                     high: lane_mask(elements.saturating_sub(LANES)),
+                    count,
                 }
             }
         }
 
         impl Inputs for Stride2 {
             type Tail = Stride2Masks;
+            const WINDOW3: bool = true;
 
             #[target_feature(enable = $features)]
             #[inline]
@@ -676,6 +740,16 @@ macro_rules! stencil_algorithm {
                     )
                 };
                 evens(low, high)
+            }
+
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn window3(self, p: *const f32, is_tail: bool, tail: Stride2Masks) -> [V; 3] {
+                let count = if is_tail { tail.count } else { LANES };
+                // SAFETY: `p[0..=2·count]`, up to the input of the last
+                // output at tap 2 (`p[2·LANES]` without the tail: the input
+                // of the next output): the caller's contract.
+                unsafe { load_evens_window(p, count) }
             }
 
             #[target_feature(enable = $features)]
@@ -722,6 +796,13 @@ macro_rules! stencil_algorithm {
                 // SAFETY: the unmasked outputs' inputs: the caller's
                 // contract.
                 unsafe { gather_masked(p, self.offsets, mask) }
+            }
+
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn window3(self, p: *const f32, is_tail: bool, tail: Self::Tail) -> [V; 3] {
+                // SAFETY: the caller's contract.
+                unsafe { window3_by_taps(self, p, is_tail, tail) }
             }
         }
     };

@@ -53,9 +53,48 @@ stencil_algorithm! {
         fn store_masked(p: *mut f32, m: M, v: V) => _mm256_maskstore_ps(p, m, v);
         /// Reads `p[0..16]`, two whole vectors (no `vmaskmovps`).
         fn load_evens(p: *const f32) -> V => evens(load(p), load(p.wrapping_add(LANES)));
+        /// Element by element (AVX2 does not share stride-2 rows, so this
+        /// only has to be right).
+        fn load_evens_window(p: *const f32, count: usize) -> [V; 3] => {
+            let mut taps = [[0.0f32; LANES]; 3];
+            for (s, tap) in taps.iter_mut().enumerate() {
+                for (l, lane) in tap.iter_mut().enumerate().take(count) {
+                    *lane = *p.wrapping_add(2 * l + s);
+                }
+            }
+            taps.map(|tap| evens_order(load(tap.as_ptr())))
+        };
         fn load_index(p: *const i32) -> I => _mm256_loadu_si256(p.cast());
         fn gather(p: *const f32, offsets: I) -> V => _mm256_i32gather_ps::<4>(p, offsets);
         fn gather_masked(p: *const f32, offsets: I, m: M) -> V =>
             _mm256_mask_i32gather_ps::<4>(zero(), p, offsets, _mm256_castsi256_ps(m));
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_evens_window_is_three_stride_2_taps() {
+        if !is_x86_feature_detected!("avx2") {
+            println!("skipped: no avx2 here");
+            return;
+        }
+        let data: Vec<f32> = (0..=2 * LANES).map(|i| i as f32 + 0.5).collect();
+        for count in 1..=LANES {
+            // Only the elements the window may read: p[0..=2·count].
+            let input = &data[..=2 * count];
+            // SAFETY: the CPU has the features; `input` holds p[0..=2·count].
+            let taps = unsafe { load_evens_window(input.as_ptr(), count) };
+            for (s, tap) in taps.into_iter().enumerate() {
+                let mut lanes = [0.0f32; LANES];
+                // SAFETY: the features; `lanes` holds one vector.
+                unsafe { store(lanes.as_mut_ptr(), evens_order(tap)) };
+                for (l, &lane) in lanes.iter().enumerate().take(count) {
+                    assert_eq!(lane, input[2 * l + s], "count {count}, tap {s}, lane {l}");
+                }
+            }
+        }
+    }
 }

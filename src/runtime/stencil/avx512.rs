@@ -6,9 +6,9 @@
 
 use std::arch::x86_64::{
     __m512, __m512i, __mmask16, _mm512_add_ps, _mm512_fmadd_ps, _mm512_i32gather_ps,
-    _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_i32gather_ps, _mm512_mask_storeu_ps,
-    _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_min_ps, _mm512_permutex2var_ps, _mm512_set1_ps,
-    _mm512_setr_epi32, _mm512_setzero_ps, _mm512_storeu_ps,
+    _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_i32gather_ps, _mm512_mask_mov_ps,
+    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_min_ps,
+    _mm512_permutex2var_ps, _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_ps, _mm512_storeu_ps,
 };
 
 use super::algorithm::stencil_algorithm;
@@ -50,9 +50,60 @@ stencil_algorithm! {
         /// Reads `p[0..31]`, up to the 16th output's input `p[30]`.
         fn load_evens(p: *const f32) -> V =>
             evens(load(p), load_masked(p.wrapping_add(LANES), lane_mask(LANES - 1)));
+        /// Two loads (and `p[32]` for 16 outputs) make all three taps:
+        /// the evens, the odds, and the evens one element on.
+        fn load_evens_window(p: *const f32, count: usize) -> [V; 3] => {
+            let elements = 2 * count + 1;
+            let low = load_masked(p, lane_mask(elements));
+            let high = load_masked(p.wrapping_add(LANES), lane_mask(elements.saturating_sub(LANES)));
+            let odds = _mm512_permutex2var_ps(
+                low,
+                _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
+                high,
+            );
+            let after = _mm512_permutex2var_ps(
+                low,
+                _mm512_setr_epi32(2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 0),
+                high,
+            );
+            let after = if count >= LANES {
+                _mm512_mask_mov_ps(after, 1 << (LANES - 1), splat(*p.wrapping_add(2 * LANES)))
+            } else {
+                after
+            };
+            [evens(low, high), odds, after]
+        };
         fn load_index(p: *const i32) -> I => _mm512_loadu_si512(p.cast());
         fn gather(p: *const f32, offsets: I) -> V => _mm512_i32gather_ps::<4>(offsets, p);
         fn gather_masked(p: *const f32, offsets: I, m: M) -> V =>
             _mm512_mask_i32gather_ps::<4>(zero(), m, offsets, p);
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_evens_window_is_three_stride_2_taps() {
+        if !is_x86_feature_detected!("avx512f") {
+            println!("skipped: no avx512f here");
+            return;
+        }
+        let data: Vec<f32> = (0..=2 * LANES).map(|i| i as f32 + 0.5).collect();
+        for count in 1..=LANES {
+            // Only the elements the window may read: p[0..=2·count].
+            let input = &data[..=2 * count];
+            // SAFETY: the CPU has the features; `input` holds p[0..=2·count].
+            let taps = unsafe { load_evens_window(input.as_ptr(), count) };
+            for (s, tap) in taps.into_iter().enumerate() {
+                let mut lanes = [0.0f32; LANES];
+                // SAFETY: the features; `lanes` holds one vector.
+                unsafe { store(lanes.as_mut_ptr(), evens_order(tap)) };
+                for (l, &lane) in lanes.iter().enumerate().take(count) {
+                    assert_eq!(lane, input[2 * l + s], "count {count}, tap {s}, lane {l}");
+                }
+            }
+        }
+    }
 }
