@@ -84,6 +84,8 @@ fn outlined_bodies<'s>(s: &'s Stmt, out: &mut Vec<&'s Stmt>) {
 /// What code generation decides for `func`.
 pub fn decisions(func: &PrimFunc) -> CodegenDecisions {
     let func = &*serialise_small_parallel_loops(func);
+    let handles = func.handle_map();
+    let buffer_of = |t: &crate::te::Tensor| handles.get(&t.id()).copied();
     let mut vector_loops = Vec::new();
     func.body.visit(&mut |s| {
         if let Stmt::For {
@@ -97,7 +99,7 @@ pub fn decisions(func: &PrimFunc) -> CodegenDecisions {
                 var: var.name().to_string(),
                 extent: *extent,
                 plan: vector_plan(var.id(), *extent, body, func, false),
-                copy: contiguous_copy(var.id(), *extent, body, func).is_some(),
+                copy: contiguous_copy(var.id(), *extent, body, func, buffer_of).is_some(),
             });
         }
     });

@@ -8,7 +8,7 @@
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 
 use crate::arith::Affine;
-use crate::te::{Expr, ExprKind, Var, VarId};
+use crate::te::{Expr, ExprKind, Tensor, Var, VarId};
 use crate::tir::{BufferId, Stmt};
 
 use super::super::error::CodegenError;
@@ -29,12 +29,15 @@ fn contiguous_in(indices: &[Expr], var: VarId) -> bool {
 }
 
 /// The buffers of `for var in 0..extent { body }` when it is a contiguous
-/// copy long enough to call for: `(dst, its indices, src, its indices)`.
+/// copy long enough to call for: `(dst, its indices, src, its indices)`;
+/// `buffer_of` resolves the tensor a read names (the caller's map, made
+/// once per function).
 pub(crate) fn contiguous_copy<'b>(
     var: VarId,
     extent: i64,
     body: &'b Stmt,
     func: &crate::tir::PrimFunc,
+    buffer_of: impl Fn(&Tensor) -> Option<BufferId>,
 ) -> Option<(BufferId, &'b [Expr], BufferId, &'b [Expr])> {
     if extent < MIN_COPY_ELEMENTS {
         return None;
@@ -50,7 +53,7 @@ pub(crate) fn contiguous_copy<'b>(
     let ExprKind::Read(handle, src_indices) = value.kind() else {
         return None;
     };
-    let src = *func.handle_map().get(&handle.id())?;
+    let src = buffer_of(handle)?;
     let dtype = func.buffers[*dst].dtype;
     let same_type = func.buffers[src].dtype == dtype && value.dtype() == dtype;
     (src != *dst && same_type && contiguous_in(dst_indices, var) && contiguous_in(src_indices, var))
@@ -63,7 +66,9 @@ impl FnTranslator<'_, '_, '_> {
     /// (nothing emitted) otherwise.
     pub fn copy_loop(&mut self, var: &Var, extent: i64, body: &Stmt) -> Result<bool, CodegenError> {
         let Some((dst, dst_indices, src, src_indices)) =
-            contiguous_copy(var.id(), extent, body, self.func())
+            contiguous_copy(var.id(), extent, body, self.func(), |h| {
+                self.buffer_of(h).ok()
+            })
         else {
             return Ok(false);
         };

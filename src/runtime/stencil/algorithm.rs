@@ -621,7 +621,11 @@ macro_rules! stencil_algorithm {
             ///
             /// As [`Inputs::load`] (or [`Inputs::load_tail`]) at `p`, `p + 1`
             /// and `p + 2`.
-            unsafe fn window3(self, p: *const f32, is_tail: bool, tail: Self::Tail) -> [V; 3];
+            #[inline]
+            unsafe fn window3(self, p: *const f32, is_tail: bool, tail: Self::Tail) -> [V; 3] {
+                // SAFETY: the caller's contract.
+                unsafe { window3_by_taps(self, p, is_tail, tail) }
+            }
 
             /// Maps outputs between their natural lane order and the order
             /// the loads deliver (either way: it is its own inverse); the
@@ -676,13 +680,6 @@ macro_rules! stencil_algorithm {
             unsafe fn load_tail(self, p: *const f32, mask: M) -> V {
                 // SAFETY: the unmasked elements: the caller's contract.
                 unsafe { load_masked(p, mask) }
-            }
-
-            #[target_feature(enable = $features)]
-            #[inline]
-            unsafe fn window3(self, p: *const f32, is_tail: bool, tail: Self::Tail) -> [V; 3] {
-                // SAFETY: the caller's contract.
-                unsafe { window3_by_taps(self, p, is_tail, tail) }
             }
         }
 
@@ -797,12 +794,35 @@ macro_rules! stencil_algorithm {
                 // contract.
                 unsafe { gather_masked(p, self.offsets, mask) }
             }
+        }
 
-            #[target_feature(enable = $features)]
-            #[inline]
-            unsafe fn window3(self, p: *const f32, is_tail: bool, tail: Self::Tail) -> [V; 3] {
-                // SAFETY: the caller's contract.
-                unsafe { window3_by_taps(self, p, is_tail, tail) }
+        #[cfg(test)]
+        mod window_tests {
+            use super::*;
+
+            #[test]
+            fn the_evens_window_is_three_stride_2_taps() {
+                let isa = $crate::runtime::micro_kernels::Isa::$isa;
+                if $crate::runtime::Target::host().cpu_isa() < isa {
+                    println!("skipped: this CPU does not run {}", isa.name());
+                    return;
+                }
+                let data: Vec<f32> = (0..=2 * LANES).map(|i| i as f32 + 0.5).collect();
+                for count in 1..=LANES {
+                    // Only the elements the window may read: p[0..=2·count].
+                    let input = &data[..=2 * count];
+                    // SAFETY: the CPU has the features; `input` holds
+                    // p[0..=2·count].
+                    let taps = unsafe { load_evens_window(input.as_ptr(), count) };
+                    for (s, tap) in taps.into_iter().enumerate() {
+                        let mut lanes = [0.0f32; LANES];
+                        // SAFETY: the features; `lanes` holds one vector.
+                        unsafe { store(lanes.as_mut_ptr(), evens_order(tap)) };
+                        for (l, &lane) in lanes.iter().enumerate().take(count) {
+                            assert_eq!(lane, input[2 * l + s], "count {count}, tap {s}, lane {l}");
+                        }
+                    }
+                }
             }
         }
     };

@@ -79,31 +79,3 @@ stencil_algorithm! {
             _mm512_mask_i32gather_ps::<4>(zero(), m, offsets, p);
     },
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_evens_window_is_three_stride_2_taps() {
-        if !is_x86_feature_detected!("avx512f") {
-            println!("skipped: no avx512f here");
-            return;
-        }
-        let data: Vec<f32> = (0..=2 * LANES).map(|i| i as f32 + 0.5).collect();
-        for count in 1..=LANES {
-            // Only the elements the window may read: p[0..=2·count].
-            let input = &data[..=2 * count];
-            // SAFETY: the CPU has the features; `input` holds p[0..=2·count].
-            let taps = unsafe { load_evens_window(input.as_ptr(), count) };
-            for (s, tap) in taps.into_iter().enumerate() {
-                let mut lanes = [0.0f32; LANES];
-                // SAFETY: the features; `lanes` holds one vector.
-                unsafe { store(lanes.as_mut_ptr(), evens_order(tap)) };
-                for (l, &lane) in lanes.iter().enumerate().take(count) {
-                    assert_eq!(lane, input[2 * l + s], "count {count}, tap {s}, lane {l}");
-                }
-            }
-        }
-    }
-}
