@@ -91,12 +91,14 @@ pub(crate) struct TuneArgs {
     /// its tasks take the model's constants by themselves.
     #[arg(long, value_delimiter = ',', conflicts_with = "suite")]
     constants: Vec<String>,
-    /// With a model: measure its tasks with the model's weights laid out
-    /// ahead of time (packed once per candidate, outside the timed runs), as
-    /// the deployed model runs them. Off by default: measured on ResNet-50,
-    /// schedules tuned this way ran slower inside the model (see
-    /// docs/benchmarks.md); without it the copies schedules make of the
-    /// weights are timed.
+    /// With a model: measure its tasks with every weight as an input, the
+    /// copies schedules make of them timed on every run, instead of laid out
+    /// ahead of time (packed once per candidate, outside the timed runs) as
+    /// the deployed model runs them, the default.
+    #[arg(long, conflicts_with_all = ["suite", "prepack"])]
+    no_prepack: bool,
+    /// With a model: the default, weights laid out ahead of time (kept for
+    /// the scripts that name it).
     #[arg(long, conflicts_with = "suite")]
     prepack: bool,
     /// Print one JSON object instead of text.
@@ -126,18 +128,18 @@ pub(crate) fn tune_command(args: &TuneArgs, target: &Target) -> Result<String, C
             if !args.constants.is_empty() {
                 return Err(CliError::Usage(format!(
                     "--constants is for an operator; the tasks of {op} take the model's constants \
-                     by themselves (--prepack to measure them laid out ahead of time)"
+                     by themselves (laid out ahead of time unless --no-prepack)"
                 )));
             }
             tune_model(args, target, op, timeout)
         }
         (None, _) => {
-            if args.prepack {
-                return Err(CliError::Usage(
-                    "--prepack is for a model; an operator's inputs are all measured as inputs \
-                     unless --constants names some"
-                        .into(),
-                ));
+            if args.prepack || args.no_prepack {
+                return Err(CliError::Usage(format!(
+                    "--{}prepack is for a model; an operator's inputs are all measured as inputs \
+                     unless --constants names some",
+                    if args.no_prepack { "no-" } else { "" }
+                )));
             }
             tune_one(args, target, timeout)
         }
@@ -159,12 +161,12 @@ fn tune_model(
     // The tasks of the graph that compiles: after the graph passes.
     let (graph, _) = model.optimized()?;
     let mut tasks = crate::graph::tasks::model_tasks(&graph, &name)?;
-    if !args.prepack {
+    if args.no_prepack {
         tasks = tasks.without_constants();
     }
     args.flags.check_flush(
         tasks.tasks.iter().any(|t| !t.task.constants().is_empty()),
-        "add --prepack to measure the model's weights as constants",
+        "drop --no-prepack to measure the model's weights as constants",
     )?;
     if tasks.tasks.is_empty() {
         return Err(CliError::Usage(format!(
@@ -175,10 +177,10 @@ fn tune_model(
         "model     {path}: {} tasks for its {} kernels after fusion\n{}\n",
         tasks.tasks.len(),
         tasks.kernels(),
-        if args.prepack {
-            "weights   laid out ahead of time where a schedule copies them, as the deployed model runs (--prepack)"
+        if args.no_prepack {
+            "weights   measured as inputs: the copies schedules make of them are timed (--no-prepack)"
         } else {
-            "weights   measured as inputs: the copies schedules make of them are timed (--prepack to lay them out ahead)"
+            "weights   laid out ahead of time where a schedule copies them, as the deployed model runs (--no-prepack: timed as inputs)"
         }
     );
     let description = format!("the fused tasks of model {name} (weight: occurrences)");

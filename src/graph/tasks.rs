@@ -67,8 +67,8 @@ impl ModelTasks {
 /// as its [`constants`](Task::constants): measured with the weights laid
 /// out ahead of time, as the deployed model runs
 /// ([`without_constants`](ModelTasks::without_constants) for the tasks with
-/// every input measured as an input, what `tessera tune m.onnx` and
-/// `tessera ci` measure unless `--prepack`).
+/// every input measured as an input, what `tessera tune m.onnx
+/// --no-prepack` measures).
 ///
 /// Errors: a node that does not lower, or a kernel that cannot be a task
 /// (its DAG does not survive serialisation: [`Task::from_dag`]).

@@ -225,6 +225,10 @@ fn bad_input_is_a_one_line_error_with_exit_code_2() {
         &["--prepack is for a model"],
     );
     assert_rejected(
+        &["tune", "matmul", "--shape", "M=8,N=8,K=8", "--no-prepack"],
+        &["--no-prepack is for a model"],
+    );
+    assert_rejected(
         &["show", "group_conv2d", "--shape", "C=6,groups=4"],
         &["groups=4", "C=6"],
     );

@@ -180,17 +180,35 @@ fn a_task_tuned_in_one_model_is_tuned_in_another_that_contains_it() {
         db.to_str().expect("utf-8"),
         "--remeasure",
         "0",
-        "--prepack",
     ]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // By default the weights are laid out ahead of time, as deployed;
+    // `--no-prepack` times them as inputs (into another database).
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("weights   laid out ahead of time"),
         "{stdout}"
+    );
+    let as_inputs = tessera(&[
+        "tune",
+        small.to_str().expect("utf-8"),
+        "--trials",
+        "4",
+        "--db",
+        dir.join("as_inputs.db").to_str().expect("utf-8"),
+        "--remeasure",
+        "0",
+        "--no-prepack",
+    ]);
+    let stdout = String::from_utf8_lossy(&as_inputs.stdout);
+    assert!(
+        as_inputs.status.success() && stdout.contains("weights   measured as inputs"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&as_inputs.stderr)
     );
     let db = tessera::db::TuningDb::open(&db).expect("opens");
     let model = Model::load(&large).expect("loads");
