@@ -415,10 +415,15 @@ pub fn materialize(
             })
             .collect();
         let at_root = stage.compute_at == crate::schedule::ComputeAt::Root;
-        // A spatial innermost loop is vectorized when short; a reduction
-        // loop (lane-wise partial results) at any length.
+        // A spatial innermost loop is vectorized when short, or a copy's
+        // at any length; a reduction loop (lane-wise partial results) at
+        // any length.
         let vectorizable = match loops.last() {
-            Some((name, IterKind::Spatial, extent)) if *extent <= MAX_VECTOR_EXTENT => Some(name),
+            Some((name, IterKind::Spatial, extent))
+                if *extent <= MAX_VECTOR_EXTENT || site.copy =>
+            {
+                Some(name)
+            }
             Some((name, IterKind::Reduce, _)) => Some(name),
             _ => None,
         };
@@ -563,6 +568,48 @@ mod tests {
             unrolled += usize::from(copy_out_rows);
         }
         assert!(unrolled > 0);
+    }
+
+    #[test]
+    fn a_padded_copy_is_vectorized_at_any_length_and_other_long_loops_are_not() {
+        // A 112-wide pooling plane: its padded rows (computed per plane) and
+        // its output rows are longer than MAX_VECTOR_EXTENT.
+        let spec = ops::find("max_pool2d").expect("max_pool2d");
+        let params = spec
+            .parse_shape("N=1,C=4,H=112,W=112,R=3,S=3,stride=1,pad=1")
+            .expect("shape");
+        let dag = spec.build(&params).expect("dag");
+        let sketch = generate_sketches(&dag, &crate::runtime::Target::from_env())
+            .into_iter()
+            .find(|s| s.name.contains("pad:at(max_pool2d.i1)") && s.name.contains("simple"))
+            .expect("padding at the plane loop of a simple pooling");
+        let site_of = |stage: &str| sketch.sites.iter().position(|s| s.stage == stage);
+        let pad = site_of("pad").expect("a site for the padding");
+        assert!(sketch.sites[pad].copy);
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut decisions = random_decisions(&sketch, &mut rng);
+        decisions.vectorize = vec![true; sketch.sites.len()];
+        // Every split's innermost part the whole axis: the pooling's row
+        // stays 112 long.
+        decisions.tiles = sketch
+            .tiles()
+            .into_iter()
+            .map(|(extent, parts)| {
+                let mut factors = vec![1; parts];
+                factors[parts - 1] = extent;
+                factors
+            })
+            .collect();
+        let state = materialize(&dag, &sketch, &decisions).expect("materialize");
+        let vectorized = |stage: &str| {
+            state.steps().iter().any(|s| {
+                matches!(s, Step::Annotate { stage: st, annotation: Annotation::Vectorize, .. }
+                    if st == stage)
+            })
+        };
+        assert!(vectorized("pad"), "{:?}", state.steps());
+        // The pooling's own 112-long row is no copy: not vectorized.
+        assert!(!vectorized("max_pool2d"), "{:?}", state.steps());
     }
 
     #[test]

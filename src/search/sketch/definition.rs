@@ -90,6 +90,10 @@ pub struct AnnotationSite {
     /// with (a `pack` step on its two innermost loops); empty where the
     /// stage is no packing copy.
     pub pack: Vec<Isa>,
+    /// The stage is a (padded) copy: its innermost loop may be vectorized
+    /// at any length, not only when short, since code generation runs the
+    /// contiguous run of a vectorized copy as one copy call.
+    pub copy: bool,
 }
 
 /// A schedule with its numbers left open.
@@ -164,6 +168,16 @@ pub(super) fn site(stage: &str, parallel: bool, vectorize: bool, unroll: bool) -
         unroll_tile: false,
         row_math: Vec::new(),
         pack: Vec::new(),
+        copy: false,
+    }
+}
+
+/// The site of a padded copy of an input, computed inside the loops of
+/// the stage that reads it (not parallel itself; vectorized at any length).
+pub(super) fn padding_site(stage: &str) -> AnnotationSite {
+    AnnotationSite {
+        copy: true,
+        ..site(stage, false, true, true)
     }
 }
 

@@ -11,7 +11,7 @@ use crate::runtime::Target;
 use crate::schedule::Step;
 
 use super::stage::Stage;
-use super::{Condition, SketchRule, SketchStep, Variant, VariantKind, site};
+use super::{Condition, SketchRule, SketchStep, Variant, VariantKind, padding_site};
 
 /// Inlines an elementwise stage without a select that is read once per
 /// element, and nothing else.
@@ -80,7 +80,7 @@ impl SketchRule for PaddingAtConsumer {
                     target: consumer.name.clone(),
                     iter: iter.clone(),
                 })],
-                sites: vec![site(&stage.name, false, true, true)],
+                sites: vec![padding_site(&stage.name)],
             })
             .collect()
     }

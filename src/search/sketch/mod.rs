@@ -35,7 +35,7 @@ use crate::te::ComputeDag;
 pub use definition::{AnnotationSite, Sketch, SketchStep, TileRole};
 
 use cache_write::{MultiLevelTilingWithCacheWrite, MultiLevelTilingWithPacking};
-use definition::{site, tile_consumer_site};
+use definition::{padding_site, site, tile_consumer_site};
 use inline::{AlwaysInline, InlinePadding, PaddingAtConsumer};
 use rfactor::Rfactor;
 use row_fusion::RowFusion;

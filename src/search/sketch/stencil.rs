@@ -13,7 +13,7 @@ use crate::schedule::Step;
 use crate::te::{ComputeOp, Var};
 
 use super::stage::{Stage, sum_of_product, uses};
-use super::{Condition, SketchRule, SketchStep, Variant, VariantKind, site};
+use super::{Condition, SketchRule, SketchStep, Variant, VariantKind, padding_site, site};
 
 /// The stencil roles of a stage's axes and operands.
 struct StencilShape {
@@ -168,7 +168,7 @@ fn stencil_variant(
             },
         };
         steps.push(SketchStep::Fixed(placement));
-        sites.push(site(operand, false, true, true));
+        sites.push(padding_site(operand));
     }
     // Every other loop outside the block `row window[0] window[1]`.
     let in_block =
