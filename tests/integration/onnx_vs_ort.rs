@@ -299,6 +299,40 @@ fn the_bert_layer_and_the_mobilenet_block_match_onnx_runtime() {
             .iter()
             .all(|n| n["source"] == "default" || n["source"] == "alias")
     );
+
+    // `bench/ort/nodes.py`: that report joined with ORT's profiler, per
+    // kind of kernel; every convolution group gets ORT time of its own.
+    let report_file = dir.join("bench.json");
+    std::fs::write(&report_file, &out.stdout).expect("writes the report");
+    let joined = Command::new(&python)
+        .arg(package_root().join("bench/ort/nodes.py"))
+        .args([&model, &report_file])
+        .args(["--runs", "3"])
+        .output()
+        .expect("python runs");
+    let table = String::from_utf8_lossy(&joined.stdout);
+    assert!(
+        joined.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&joined.stderr)
+    );
+    let conv_rows: Vec<Vec<f64>> = table
+        .lines()
+        .filter(|l| l.contains("conv") || l.contains("matmul"))
+        .map(|l| {
+            l.split_whitespace()
+                .take(2)
+                .map(|v| v.parse().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect();
+    assert!(!conv_rows.is_empty(), "{table}");
+    assert!(
+        conv_rows
+            .iter()
+            .all(|r| r.len() == 2 && r[0] > 0.0 && r[1] > 0.0),
+        "{table}"
+    );
 }
 
 /// The light models `names`, with random weights, against ONNX Runtime.
