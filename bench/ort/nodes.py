@@ -65,20 +65,24 @@ def onnx_names(nodes):
     return {(n.name or f"{n.op_type}_{n.output[0]}"): i for i, n in enumerate(nodes)}
 
 
-def onnx_index(nodes, ort_name):
-    """The index of the ONNX node an ORT node name stands for, or None: by
-    name, by output name, or `<op_type>_<index>` (ORT's name for an
-    unnamed node)."""
+def ort_name_resolver(nodes):
+    """A function giving the index of the ONNX node an ORT node name stands
+    for, or None: by name, by output name, or `<op_type>_<index>` (ORT's
+    name for an unnamed node). The lookup tables are built once."""
     by_name = {n.name: i for i, n in enumerate(nodes) if n.name}
     by_output = {o: i for i, n in enumerate(nodes) for o in n.output}
-    for candidate in (ort_name, ort_name.replace("_nchwc", "")):
-        for table in (by_name, by_output):
-            if candidate in table:
-                return table[candidate]
-    op, _, index = ort_name.rpartition("_")
-    if index.isdigit() and int(index) < len(nodes) and nodes[int(index)].op_type == op:
-        return int(index)
-    return None
+
+    def resolve(ort_name):
+        for candidate in (ort_name, ort_name.replace("_nchwc", "")):
+            for table in (by_name, by_output):
+                if candidate in table:
+                    return table[candidate]
+        op, _, index = ort_name.rpartition("_")
+        if index.isdigit() and int(index) < len(nodes) and nodes[int(index)].op_type == op:
+            return int(index)
+        return None
+
+    return resolve
 
 
 def main():
@@ -114,8 +118,9 @@ def main():
 
     ort_ms = collections.defaultdict(float)
     unmapped = {}
+    onnx_index = ort_name_resolver(nodes)
     for name, ms in ort_node_times(args.model, threads, args.runs).items():
-        i = onnx_index(nodes, name)
+        i = onnx_index(name)
         if i is None:
             unmapped[name] = ms
             continue

@@ -583,8 +583,11 @@ mod tests {
             .into_iter()
             .find(|s| s.name.contains("pad:at(max_pool2d.i1)") && s.name.contains("simple"))
             .expect("padding at the plane loop of a simple pooling");
-        let site_of = |stage: &str| sketch.sites.iter().position(|s| s.stage == stage);
-        let pad = site_of("pad").expect("a site for the padding");
+        let pad = sketch
+            .sites
+            .iter()
+            .position(|s| s.stage == "pad")
+            .expect("a site for the padding");
         assert!(sketch.sites[pad].copy);
         let mut rng = StdRng::seed_from_u64(7);
         let mut decisions = random_decisions(&sketch, &mut rng);

@@ -170,45 +170,35 @@ fn a_task_tuned_in_one_model_is_tuned_in_another_that_contains_it() {
             .any(|t| t.task.key() == shared.key()),
         "the larger model has the task"
     );
+    // Four trials of the small model into `db`, with `extra` flags: the
+    // weights laid out ahead of time by default, as deployed, or timed as
+    // inputs with `--no-prepack`; its report says which.
+    let tune_small = |db: &Path, extra: &[&str], weights: &str| {
+        let mut args = vec![
+            "tune",
+            small.to_str().expect("utf-8"),
+            "--trials",
+            "4",
+            "--db",
+            db.to_str().expect("utf-8"),
+            "--remeasure",
+            "0",
+        ];
+        args.extend_from_slice(extra);
+        let out = tessera(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(weights),
+            "{args:?}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
     let db = dir.join("tuning.db");
-    let out = tessera(&[
-        "tune",
-        small.to_str().expect("utf-8"),
-        "--trials",
-        "4",
-        "--db",
-        db.to_str().expect("utf-8"),
-        "--remeasure",
-        "0",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // By default the weights are laid out ahead of time, as deployed;
-    // `--no-prepack` times them as inputs (into another database).
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("weights   laid out ahead of time"),
-        "{stdout}"
-    );
-    let as_inputs = tessera(&[
-        "tune",
-        small.to_str().expect("utf-8"),
-        "--trials",
-        "4",
-        "--db",
-        dir.join("as_inputs.db").to_str().expect("utf-8"),
-        "--remeasure",
-        "0",
-        "--no-prepack",
-    ]);
-    let stdout = String::from_utf8_lossy(&as_inputs.stdout);
-    assert!(
-        as_inputs.status.success() && stdout.contains("weights   measured as inputs"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&as_inputs.stderr)
+    tune_small(&db, &[], "weights   laid out ahead of time");
+    tune_small(
+        &dir.join("as_inputs.db"),
+        &["--no-prepack"],
+        "weights   measured as inputs",
     );
     let db = tessera::db::TuningDb::open(&db).expect("opens");
     let model = Model::load(&large).expect("loads");
