@@ -10,7 +10,9 @@ use crate::runtime::micro_kernels::Isa;
 use crate::schedule::{Annotation, State, Step};
 use crate::te::{ComputeDag, IterKind};
 
-use super::factor::{sample_block, sample_factors, sample_kernel_depth, sample_register_tile};
+use super::factor::{
+    sample_block, sample_factors, sample_kernel_chunk, sample_kernel_depth, sample_register_tile,
+};
 use super::sketch::{AnnotationSite, Sketch, SketchStep, TileRole};
 
 /// `auto_unroll_max_step` values annotation chooses from (Ansor's CPU set).
@@ -98,6 +100,7 @@ pub fn random_decisions<R: Rng>(sketch: &Sketch, rng: &mut R) -> Decisions {
             .zip(sketch.tile_roles())
             .map(|((extent, parts), role)| match role {
                 TileRole::KernelDepth => vec![sample_kernel_depth(extent, rng)],
+                TileRole::KernelChunk => vec![sample_kernel_chunk(extent, rng)],
                 _ => sample_factors(extent, parts, rng),
             })
             .collect()
@@ -193,6 +196,7 @@ fn register_tiles<R: Rng>(sketch: &Sketch, rng: &mut R) -> Vec<Vec<i64>> {
             }
             TileRole::Plain | TileRole::Free => tiles[i] = sample_factors(*extent, *parts, rng),
             TileRole::KernelDepth => tiles[i] = vec![sample_kernel_depth(*extent, rng)],
+            TileRole::KernelChunk => tiles[i] = vec![sample_kernel_chunk(*extent, rng)],
         }
     }
     tiles

@@ -97,23 +97,44 @@ pub fn sample_register_tile<R: Rng>(
 /// range; else (a long extent with no divisor in the range, a prime) a
 /// power of two in the range, whose last block is the kernel's edge.
 pub fn sample_kernel_depth<R: Rng>(extent: i64, rng: &mut R) -> i64 {
+    sample_depth_in(extent, MIN_KERNEL_DEPTH, MAX_KERNEL_DEPTH, rng)
+}
+
+/// The depth of one reduction chunk of a micro-kernel call whose
+/// reduction runs outside the tiles it accumulates (each chunk of the
+/// packed operand is reused by every tile while it is in L1): as
+/// [`sample_kernel_depth`], between [`MIN_KERNEL_CHUNK`] and
+/// [`MAX_KERNEL_CHUNK`].
+pub fn sample_kernel_chunk<R: Rng>(extent: i64, rng: &mut R) -> i64 {
+    sample_depth_in(extent, MIN_KERNEL_CHUNK, MAX_KERNEL_CHUNK, rng)
+}
+
+/// A divisor of `extent` in `min..=max`, the whole extent when shorter
+/// than `min`, else a power of two times `min` up to `max`.
+fn sample_depth_in<R: Rng>(extent: i64, min: i64, max: i64, rng: &mut R) -> i64 {
     let extent = extent.max(1);
     let in_range: Vec<i64> = divisors(extent)
         .into_iter()
-        .filter(|&d| (MIN_KERNEL_DEPTH..=MAX_KERNEL_DEPTH).contains(&d))
+        .filter(|&d| (min..=max).contains(&d))
         .collect();
     if !in_range.is_empty() {
         return in_range[rng.random_range(0..in_range.len())];
     }
-    if extent < MIN_KERNEL_DEPTH {
+    if extent < min {
         return extent;
     }
-    let powers: Vec<i64> = (0..)
-        .map(|p| MIN_KERNEL_DEPTH << p)
-        .take_while(|&d| d <= MAX_KERNEL_DEPTH)
-        .collect();
+    let powers: Vec<i64> = (0..).map(|p| min << p).take_while(|&d| d <= max).collect();
     powers[rng.random_range(0..powers.len())]
 }
+
+/// The shortest chunk [`sample_kernel_chunk`] samples when the extent
+/// allows.
+pub const MIN_KERNEL_CHUNK: i64 = 16;
+/// The longest chunk [`sample_kernel_chunk`] samples (ResNet-50's
+/// 512-channel 3×3 convolution over 7×7 inside the model, one core: chunks
+/// of 32 channels 5.3 ms for its two nodes, 64 5.7, 128 5.9; the whole
+/// 512 per call 6.3).
+pub const MAX_KERNEL_CHUNK: i64 = 128;
 
 /// The shortest micro-kernel call depth sampled when the extent allows
 /// (matmul 1024³ on one core: kc 32 ran at 0.93–0.99× the gemm crate, kc
@@ -203,6 +224,26 @@ mod tests {
             }
         }
         assert_eq!(sample_kernel_depth(7, &mut rng), 7);
+    }
+
+    #[test]
+    fn kernel_chunks_divide_and_stay_in_their_shorter_range() {
+        let mut rng = StdRng::seed_from_u64(4);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let d = sample_kernel_chunk(512, &mut rng);
+            assert_eq!(512 % d, 0, "{d} divides 512");
+            assert!((MIN_KERNEL_CHUNK..=MAX_KERNEL_CHUNK).contains(&d), "{d}");
+            seen.insert(d);
+        }
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![16, 32, 64, 128]);
+        assert_eq!(
+            sample_kernel_chunk(9, &mut rng),
+            9,
+            "shorter than the range"
+        );
+        let d = sample_kernel_chunk(257, &mut rng);
+        assert!([16, 32, 64, 128].contains(&d), "{d} for the prime 257");
     }
 
     #[test]

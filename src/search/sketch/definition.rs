@@ -63,6 +63,10 @@ pub enum TileRole {
     /// The depth (kc) of a tensorized block: a divisor of the extent in the
     /// range a micro-kernel call amortises well.
     KernelDepth,
+    /// The depth of one reduction chunk of a tensorized block whose
+    /// reduction loops run outside the tiles it accumulates: a divisor in
+    /// the range where a chunk of the packed operand stays in L1.
+    KernelChunk,
 }
 
 /// How annotation may treat a stage's loops once the sketch is applied.

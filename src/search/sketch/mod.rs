@@ -171,6 +171,11 @@ enum VariantKind {
         transposed_accumulator: bool,
         /// Whether its A operand is gathered into a panel at the root.
         a_panel: bool,
+        /// Whether its reduction loops run outside the kernel tiles of one
+        /// n tile (all accumulated in a block at the n loop), so that each
+        /// chunk of the operands is reused by every tile while in L1, and
+        /// weights read from memory stream at the pace of the arithmetic.
+        reduction_outer: bool,
         /// How its B operand is packed, if it is.
         packing: Option<Packing>,
     },
@@ -212,6 +217,7 @@ impl fmt::Display for VariantKind {
                 in_place,
                 transposed_accumulator,
                 a_panel,
+                reduction_outer,
                 packing,
             } => {
                 write!(f, "tensorize({kernel})")?;
@@ -223,6 +229,9 @@ impl fmt::Display for VariantKind {
                 }
                 if *a_panel {
                     write!(f, "+a_panel")?;
+                }
+                if *reduction_outer {
+                    write!(f, "+reduction_outer")?;
                 }
                 match packing {
                     Some(Packing { operand, how }) => match how {

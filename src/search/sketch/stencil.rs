@@ -209,6 +209,7 @@ fn stencil_variant(
             in_place: host.is_none(),
             transposed_accumulator: false,
             a_panel: false,
+            reduction_outer: false,
             packing: None,
         },
         steps,

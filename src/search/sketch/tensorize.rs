@@ -20,6 +20,8 @@ use crate::schedule::Step;
 use crate::te::{ComputeOp, Var};
 
 use super::stage::{Stage, sum_of_product, uses};
+use crate::search::factor::MAX_KERNEL_CHUNK;
+
 use super::{Condition, SketchRule, SketchStep, TileRole, Variant, VariantKind, site};
 
 /// Kernels offered per stage (the best fitting ones).
@@ -261,6 +263,16 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
     if g.b_panel.is_some() {
         packs.push(PackHow::Panel);
     }
+    // A transposed accumulator: the n blocks outermost, so that each
+    // block's B panel is packed once, and the copy out writes along the
+    // output's contiguous axis, m.
+    let transposed = matches!(
+        host,
+        Host::CacheWrite {
+            layout: Some(_),
+            ..
+        }
+    );
     let mut variants = Vec::new();
     for (kernel, m_t, n_t) in fitting_kernels(target, g.m.extent(), g.n.extent()) {
         let a_panels: &[bool] = if g.a_panel.is_some() {
@@ -268,9 +280,32 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
         } else {
             &[false]
         };
-        for (&pack, &a_panel) in packs
+        // The reduction outside the tiles: offered where the block it
+        // computes holds more than one kernel tile (see `ReductionOuter`).
+        let outside_extent: i64 = op
+            .axes
+            .iter()
+            .filter(|a| a.id() != g.m.id() && a.id() != g.n.id())
+            .map(|a| a.extent())
+            .product();
+        let outer_block = g.m.extent() * n_t * if transposed { outside_extent } else { 1 };
+        let reduction_extent: i64 = op
+            .reduction()
+            .map(|r| r.axes.iter().map(|a| a.extent()).product())
+            .unwrap_or(1);
+        let reduction_outers: &[bool] = if !in_place
+            && outer_block > m_t * n_t
+            && outer_block <= MAX_OUTER_BLOCK
+            && reduction_extent > MAX_KERNEL_CHUNK
+        {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for ((&pack, &a_panel), &reduction_outer) in packs
             .iter()
             .flat_map(|p| a_panels.iter().map(move |a| (p, a)))
+            .flat_map(|pa| reduction_outers.iter().map(move |r| (pa, r)))
         {
             // A panel reads its operand wherever it is (padding inlined into it).
             let mut steps: Vec<SketchStep> = g
@@ -298,16 +333,6 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                     factors: vec![tile],
                 }));
             }
-            // A transposed accumulator: the n blocks outermost, so that each
-            // block's B panel is packed once, and the copy out writes along
-            // the output's contiguous axis, m.
-            let transposed = matches!(
-                host,
-                Host::CacheWrite {
-                    layout: Some(_),
-                    ..
-                }
-            );
             // In place, the stage is its own host: no loops to order there.
             if !in_place {
                 let mut order = if transposed {
@@ -330,10 +355,20 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                     stage: host_stage.clone(),
                     order,
                 }));
+                // Reduction outside: the whole block of the n tile (every m
+                // tile, every outside axis) accumulated at the n loop.
+                let at = if reduction_outer { &hn } else { &hm };
                 steps.push(SketchStep::Fixed(Step::ComputeAt {
                     stage: computed.clone(),
                     target: host_stage.clone(),
-                    iter: format!("{hm}.0"),
+                    iter: format!("{at}.0"),
+                }));
+            }
+            if reduction_outer {
+                steps.push(SketchStep::Fixed(Step::Split {
+                    stage: computed.clone(),
+                    iter: m.clone(),
+                    factors: vec![m_t],
                 }));
             }
             steps.push(SketchStep::Tile {
@@ -341,7 +376,11 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                 iter: k.clone(),
                 extent: g.k.extent(),
                 parts: 1,
-                role: TileRole::KernelDepth,
+                role: if reduction_outer {
+                    TileRole::KernelChunk
+                } else {
+                    TileRole::KernelDepth
+                },
             });
             // The computed stage: every other loop outside the block k.1 m n
             // (in place: inside its own tile loops, the block the tile's).
@@ -353,18 +392,37 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
             } else {
                 (Vec::new(), [m.clone(), n.clone()])
             };
-            let mut local_order = outside(&stage_names);
-            local_order.extend(tile_loops);
-            if let Some(r) = op.reduction() {
-                local_order.extend(
+            let other_reductions: Vec<String> = op
+                .reduction()
+                .map(|r| {
                     r.axes
                         .iter()
                         .filter(|a| a.id() != g.k.id())
-                        .map(|a| a.name().to_string()),
-                );
-            }
-            local_order.extend([format!("{k}.0"), format!("{k}.1")]);
-            local_order.extend(block);
+                        .map(|a| a.name().to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let local_order: Vec<String> = if reduction_outer {
+                // Every reduction loop outside the block's tiles: each chunk
+                // of the operands is used by all of them while in cache.
+                let mut order = other_reductions;
+                order.push(format!("{k}.0"));
+                order.extend(outside(&stage_names));
+                order.extend([
+                    format!("{m}.0"),
+                    format!("{k}.1"),
+                    format!("{m}.1"),
+                    n.clone(),
+                ]);
+                order
+            } else {
+                let mut order = outside(&stage_names);
+                order.extend(tile_loops);
+                order.extend(other_reductions);
+                order.extend([format!("{k}.0"), format!("{k}.1")]);
+                order.extend(block);
+                order
+            };
             steps.push(SketchStep::Fixed(Step::Reorder {
                 stage: computed.clone(),
                 order: local_order,
@@ -424,6 +482,7 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
                     in_place,
                     transposed_accumulator: transposed,
                     a_panel,
+                    reduction_outer,
                     packing,
                 },
                 steps,
@@ -461,6 +520,11 @@ fn transposed_accumulators(op: &ComputeOp) -> Vec<(Vec<usize>, ComputeOp)> {
         .take(1)
         .collect()
 }
+
+/// The largest block (in accumulator elements: every m tile and outside
+/// axis of one n tile) offered the reduction outside its tiles: beyond it
+/// the accumulators leave L2.
+const MAX_OUTER_BLOCK: i64 = 1 << 16;
 
 /// An innermost output axis shorter than this leaves a micro-kernel's n
 /// tiles mostly edges (a convolution's 7-, 14-, 28- or 56-wide rows).

@@ -243,6 +243,7 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
         in_place: false,
         transposed_accumulator: false,
         a_panel: false,
+        reduction_outer: false,
         packing: Some(Packing {
             operand: "B".into(),
             how,
@@ -261,6 +262,7 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
             in_place: false,
             transposed_accumulator: false,
             a_panel: false,
+            reduction_outer: false,
             packing: None,
         },
         VariantKind::Tensorize {
@@ -268,6 +270,7 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
             in_place: true,
             transposed_accumulator: false,
             a_panel: false,
+            reduction_outer: false,
             packing: None,
         },
         VariantKind::Tensorize {
@@ -275,6 +278,7 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
             in_place: false,
             transposed_accumulator: true,
             a_panel: true,
+            reduction_outer: true,
             packing: None,
         },
         packed(PackHow::Copy),
@@ -296,7 +300,7 @@ fn variant_kinds_print_as_the_names_recorded_so_far() {
             "C:tile",
             "C:tensorize(avx2_6x16)",
             "C:tensorize(avx2_6x16)+in_place",
-            "C:tensorize(avx2_6x16)+transposed_accumulator+a_panel",
+            "C:tensorize(avx2_6x16)+transposed_accumulator+a_panel+reduction_outer",
             "C:tensorize(avx2_6x16)+pack(B)",
             "C:tensorize(avx2_6x16)+pack_transposed(B)",
             "C:tensorize(avx2_6x16)+pack_panel(B)",

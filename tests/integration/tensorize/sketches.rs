@@ -7,8 +7,8 @@ use super::*;
 use common::{assert_close as assert_tensors_close, build, random_inputs, reference};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use tessera::schedule::{ComputeAt, State, StepErrorKind};
-use tessera::search::{Suite, generate_sketches, materialize, random_decisions};
+use tessera::schedule::{ComputeAt, State, Step, StepErrorKind};
+use tessera::search::{Sketch, Suite, generate_sketches, materialize, random_decisions};
 use tessera::te::ComputeDag;
 use tessera::tir;
 
@@ -34,6 +34,28 @@ const ELIGIBLE: [&str; 14] = [
     "transpose_batch_matmul",
 ];
 
+/// Fills `sketch` of `dag` with the random decisions of `seed`, checks the
+/// schedule against the reference on `target`, and returns it for further
+/// checks.
+fn check_filled(
+    target: &Target,
+    label: &str,
+    dag: &ComputeDag,
+    sketch: &Sketch,
+    seed: u64,
+) -> State {
+    let decisions = random_decisions(sketch, &mut StdRng::seed_from_u64(seed));
+    let state = materialize(dag, sketch, &decisions)
+        .unwrap_or_else(|e| panic!("{label} [{}]: {e}", sketch.name));
+    check_tensorized(
+        target,
+        &format!("{label} [{}] {decisions:?}", sketch.name),
+        dag,
+        state.steps(),
+    );
+    state
+}
+
 /// Fills every tensorized sketch of `dag` at random `seeds` times and
 /// checks each against the reference, all for `target`; returns how many
 /// sketches there were.
@@ -46,16 +68,7 @@ fn check_tensorized_sketches(target: &Target, label: &str, dag: &ComputeDag, see
         .collect();
     for sketch in &sketches {
         for seed in 0..seeds {
-            let mut rng = StdRng::seed_from_u64(seed);
-            let decisions = random_decisions(sketch, &mut rng);
-            let state = materialize(dag, sketch, &decisions)
-                .unwrap_or_else(|e| panic!("{label} [{}]: {e}", sketch.name));
-            check_tensorized(
-                target,
-                &format!("{label} [{}] {decisions:?}", sketch.name),
-                dag,
-                state.steps(),
-            );
+            check_filled(target, label, dag, sketch, seed);
         }
     }
     sketches.len()
@@ -212,20 +225,12 @@ fn strided_and_padded_convolutions_are_tensorized_through_a_panel_or_a_transpose
         for sketch in &sketches {
             transposed += usize::from(sketch.name.contains("+transposed_accumulator"));
             for seed in 0..4 {
-                let decisions = random_decisions(sketch, &mut StdRng::seed_from_u64(seed));
-                let state = materialize(&dag, sketch, &decisions)
-                    .unwrap_or_else(|e| panic!("{label} [{}]: {e}", sketch.name));
+                let state = check_filled(&host(), &label, &dag, sketch, seed);
                 assert_eq!(
                     state.stages().iter().any(|s| s.name.ends_with(".panel")),
                     sketch.name.contains("+pack_panel(") || sketch.name.contains("+a_panel"),
                     "{label} [{}]: panel stage",
                     sketch.name
-                );
-                check_tensorized(
-                    &host(),
-                    &format!("{label} [{}] {decisions:?}", sketch.name),
-                    &dag,
-                    state.steps(),
                 );
             }
         }
@@ -335,4 +340,68 @@ fn a_panel_names_what_does_not_fit() {
     let inputs = random_inputs(&dag, 5);
     let got = tir::run(&func, &inputs).expect("runs");
     assert_tensors_close("matmul through a panel", &got, &reference(&dag, &inputs), 3);
+}
+
+#[test]
+fn reduction_outer_sketches_accumulate_a_block_of_tiles_and_match_the_reference() {
+    // Blocks of more than one kernel tile whose reductions are long: a
+    // convolution over a small plane with many input channels (its tiles
+    // accumulated channel-innermost over every row), a matmul with many
+    // rows of A, a batched one.
+    let cases: [(&str, Vec<(&str, i64)>); 3] = [
+        (
+            "conv2d",
+            vec![
+                ("N", 1),
+                ("C", 40),
+                ("H", 5),
+                ("W", 6),
+                ("K", 20),
+                ("R", 3),
+                ("S", 3),
+                ("stride", 1),
+                ("pad", 1),
+                ("dilation", 1),
+            ],
+        ),
+        ("matmul", vec![("M", 37), ("N", 19), ("K", 300)]),
+        (
+            "batch_matmul",
+            vec![("B", 2), ("M", 21), ("N", 18), ("K", 257)],
+        ),
+    ];
+    if host().kernels().is_empty() {
+        eprintln!("skipped: no micro-kernel runs on this machine");
+        return;
+    }
+    for (op, params) in cases {
+        let dag = build(op, &params);
+        let label = format!("{op} {params:?}");
+        let sketches: Vec<_> = generate_sketches(&dag, &host())
+            .into_iter()
+            .filter(|s| s.name.contains("+reduction_outer"))
+            .collect();
+        assert!(!sketches.is_empty(), "{label}: no reduction_outer sketch");
+        for sketch in &sketches {
+            for seed in 0..3 {
+                let state = check_filled(&host(), &label, &dag, sketch, seed);
+                // The computed stage's outermost loop is a reduction loop.
+                let computed = state
+                    .stages()
+                    .iter()
+                    .find(|s| {
+                        state.steps().iter().any(|step| {
+                            matches!(step, Step::Tensorize { stage, .. } if *stage == s.name)
+                        })
+                    })
+                    .expect("a tensorized stage");
+                let names = computed.leaf_names();
+                assert!(
+                    names.starts_with('r') || names.starts_with('k'),
+                    "{label} [{}]: loops {names}",
+                    sketch.name
+                );
+            }
+        }
+    }
 }
