@@ -89,6 +89,7 @@ const TABLES: [([i32; 16], [u16; 4]); 3] = {
 ///
 /// AVX-512F is available; `src[0 .. 16·s]` is readable, `dst[0..16]`
 /// writable.
+#[allow(clippy::needless_range_loop)] // see the loop
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
 unsafe fn strided(src: *const f32, s: isize, dst: *mut f32) {
@@ -99,9 +100,12 @@ unsafe fn strided(src: *const f32, s: isize, dst: *mut f32) {
     unsafe {
         let index: __m512i = _mm512_loadu_epi32(permutation.as_ptr());
         let mut out = _mm512_permutexvar_ps(index, _mm512_loadu_ps(src));
-        for (q, &mask) in masks.iter().enumerate().take(s).skip(1) {
+        // An index loop: iterator adaptors here are not inlined into the
+        // `target_feature` function (measured: a 48-wide stride-2 row took
+        // 53 ns, 5x the AVX2 routine).
+        for q in 1..s {
             let v = _mm512_loadu_ps(src.add(16 * q));
-            out = _mm512_mask_permutexvar_ps(out, mask, index, v);
+            out = _mm512_mask_permutexvar_ps(out, masks[q], index, v);
         }
         _mm512_storeu_ps(dst, out);
     }
@@ -115,6 +119,7 @@ unsafe fn strided(src: *const f32, s: isize, dst: *mut f32) {
 ///
 /// AVX-512F is available; `src[0 ..= (n-1)·s]` is readable, `dst[0..n]`
 /// writable.
+#[allow(clippy::needless_range_loop)] // as in `strided`
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
 unsafe fn strided_tail(src: *const f32, s: isize, dst: *mut f32, n: isize) {
@@ -134,12 +139,12 @@ unsafe fn strided_tail(src: *const f32, s: isize, dst: *mut f32, n: isize) {
     unsafe {
         let index: __m512i = _mm512_loadu_epi32(permutation.as_ptr());
         let mut out = _mm512_permutexvar_ps(index, _mm512_maskz_loadu_ps(in_reach(0), src));
-        for (q, &mask) in masks.iter().enumerate().take(s).skip(1) {
+        for q in 1..s {
             if 16 * q >= reach {
                 break;
             }
             let v = _mm512_maskz_loadu_ps(in_reach(q), src.add(16 * q));
-            out = _mm512_mask_permutexvar_ps(out, mask, index, v);
+            out = _mm512_mask_permutexvar_ps(out, masks[q], index, v);
         }
         _mm512_mask_storeu_ps(dst, ((1u32 << n) - 1) as __mmask16, out);
     }
