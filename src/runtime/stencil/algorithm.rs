@@ -10,7 +10,9 @@
 //! exceed 32 bits).
 //!
 //! Where consecutive output rows' 3×3 windows overlap (a depthwise plane
-//! of stride 1 or 2), rows go in blocks of `row_block`: each input vector
+//! of stride 1 or 2), rows go in blocks (`row_block`: a count per step
+//! between windows, for rows of up to two vectors and for longer ones):
+//! each input vector
 //! is loaded once for every row of the block whose window holds it, and
 //! the nine weights stay in registers.
 
@@ -18,8 +20,9 @@
 /// `unsafe extern "C" fn $name` ([`super::StencilFn`]), the row algorithm
 /// behind it, the ISA's vector operations and `pub(super) fn primitives()`.
 ///
-/// `row_block` output rows share their input loads where their windows
-/// overlap, for the input strides `shared_in_x` (where that paid on the
+/// `row_block: [[narrow, wide], [narrow, wide]]` output rows (for windows
+/// one filter row apart, then two; for rows of at most two vectors, then
+/// longer ones) share their input loads where their windows overlap, for the input strides `shared_in_x` (where that paid on the
 /// ISA: 1 and 2 with AVX-512; AVX2's stride-2 rows ran slower).
 ///
 /// The module defines its vector type `V` (`lanes` f32 lanes), index
@@ -52,7 +55,7 @@ macro_rules! stencil_algorithm {
         isa: $isa:ident,
         features: $features:literal,
         lanes: $lanes:literal,
-        row_block: $row_block:literal,
+        row_block: [[$s1_narrow:literal, $s1_wide:literal], [$s2_narrow:literal, $s2_wide:literal]],
         shared_in_x: [$($shared_in_x:literal),+],
         name: $name:ident,
         ops: {
@@ -71,9 +74,20 @@ macro_rules! stencil_algorithm {
         /// Vectors of one block: accumulators held in registers across the
         /// taps.
         const BLOCK: usize = 4;
-        /// Output rows computed together where their windows overlap: each
-        /// input vector is loaded once for all of them.
-        const ROW_BLOCK: usize = $row_block;
+        /// Output rows computed together where their windows overlap (each
+        /// input vector is loaded once for all of them), per step between
+        /// consecutive rows' windows (1, 2 filter rows): for rows of at most
+        /// [`NARROW_VECTORS`] vectors, and for longer ones.
+        const BLOCK_ROWS: [[usize; 2]; 2] = [[$s1_narrow, $s1_wide], [$s2_narrow, $s2_wide]];
+        /// The most vectors a row of a "narrow" block has.
+        const NARROW_VECTORS: usize = 2;
+
+        /// The output rows of one shared block for rows of `n` outputs whose
+        /// windows move `step` filter rows (1 or 2) from one to the next.
+        fn row_block(step: usize, n: usize) -> usize {
+            let per_step = BLOCK_ROWS[step.clamp(1, 2) - 1];
+            per_step[usize::from(n.div_ceil(LANES) > NARROW_VECTORS)]
+        }
 
         $(
             $(#[$op_doc])*
@@ -147,7 +161,7 @@ macro_rules! stencil_algorithm {
 
         /// Each row in turn, with the input loads for `in_x`; where
         /// consecutive rows' windows overlap ([`shared_rows_step`]), blocks
-        /// of [`ROW_BLOCK`] rows at once.
+        /// of [`row_block`] rows at once.
         ///
         /// # Safety
         ///
@@ -155,16 +169,17 @@ macro_rules! stencil_algorithm {
         #[target_feature(enable = $features)]
         unsafe fn stencil(rows: &Row) {
             let shared = shared_rows_step(rows);
+            let block_rows = shared.map_or(1, |step| row_block(step, rows.n));
             let mut row = *rows;
             let mut y = 0;
             while y < rows.rows {
                 row.y = y;
                 row.out = rows.out.wrapping_offset(offset(y, rows.out_y));
                 row.input = rows.input.wrapping_offset(offset(y, rows.in_y));
-                if let Some(step) = shared.filter(|_| rows.rows - y >= ROW_BLOCK) {
-                    // SAFETY: the caller's contract, for rows `y..y + ROW_BLOCK`.
-                    unsafe { shared_taps(&row, step) };
-                    y += ROW_BLOCK;
+                if let Some(step) = shared.filter(|_| rows.rows - y >= block_rows) {
+                    // SAFETY: the caller's contract, for rows `y..y + block_rows`.
+                    unsafe { shared_taps(&row, step, block_rows) };
+                    y += block_rows;
                     continue;
                 }
                 // SAFETY (all arms): the caller's contract, for this row.
@@ -367,40 +382,72 @@ macro_rules! stencil_algorithm {
             if (rows.taps_r, rows.taps_s) != (3, 3)
                 || ![$($shared_in_x),+].contains(&rows.in_x)
                 || rows.in_r <= 0
-                || rows.rows < ROW_BLOCK
             {
                 return None;
             }
-            [1, 2].into_iter().find(|&step| rows.in_y == offset(step, rows.in_r))
+            [1, 2]
+                .into_iter()
+                .find(|&step| rows.in_y == offset(step, rows.in_r))
+                .filter(|&step| rows.rows >= row_block(step, rows.n))
         }
 
-        /// [`ROW_BLOCK`] rows from `row` (its `y` the first) whose windows
+        /// `block_rows` rows from `row` (its `y` the first) whose windows
         /// move `step` filter rows from one to the next.
         ///
         /// # Safety
         ///
         /// The [`StencilFn`](super::StencilFn) contract for those rows;
-        /// `row` passed [`shared_rows_step`] with `step`.
+        /// `row` passed [`shared_rows_step`] with `step`; `block_rows` is
+        /// [`row_block`] of the row.
         #[inline(never)]
         #[target_feature(enable = $features)]
-        unsafe fn shared_taps(row: &Row, step: usize) {
+        unsafe fn shared_taps(row: &Row, step: usize, block_rows: usize) {
+            const S1_NARROW: usize = BLOCK_ROWS[0][0];
+            const S1_WIDE: usize = BLOCK_ROWS[0][1];
+            const S2_NARROW: usize = BLOCK_ROWS[1][0];
+            const S2_WIDE: usize = BLOCK_ROWS[1][1];
             // SAFETY (all arms): the caller's contract.
-            match (row.in_x, step) {
-                (1, 1) => unsafe { shared_blocks::<Contiguous, 3, 3, 1>(row, Contiguous) },
-                (1, _) => unsafe { shared_blocks::<Contiguous, 3, 3, 2>(row, Contiguous) },
-                (_, 1) => unsafe { shared_blocks::<Stride2, 3, 3, 1>(row, Stride2) },
-                _ => unsafe { shared_blocks::<Stride2, 3, 3, 2>(row, Stride2) },
+            unsafe {
+                match (step, block_rows == BLOCK_ROWS[step.clamp(1, 2) - 1][0]) {
+                    (1, true) => shared_taps_in::<S1_NARROW>(row, step),
+                    (1, false) => shared_taps_in::<S1_WIDE>(row, step),
+                    (_, true) => shared_taps_in::<S2_NARROW>(row, step),
+                    _ => shared_taps_in::<S2_WIDE>(row, step),
+                }
             }
         }
 
-        /// [`blocks`] for [`ROW_BLOCK`] rows at once, the weights held in
+        /// [`shared_taps`] in blocks of `RB` rows.
+        ///
+        /// # Safety
+        ///
+        /// As [`shared_taps`], with `RB` rows.
+        #[target_feature(enable = $features)]
+        #[inline]
+        unsafe fn shared_taps_in<const RB: usize>(row: &Row, step: usize) {
+            // SAFETY (all arms): the caller's contract.
+            match (row.in_x, step) {
+                (1, 1) => unsafe { shared_blocks::<Contiguous, 3, 3, 1, RB>(row, Contiguous) },
+                (1, _) => unsafe { shared_blocks::<Contiguous, 3, 3, 2, RB>(row, Contiguous) },
+                (_, 1) => unsafe { shared_blocks::<Stride2, 3, 3, 1, RB>(row, Stride2) },
+                _ => unsafe { shared_blocks::<Stride2, 3, 3, 2, RB>(row, Stride2) },
+            }
+        }
+
+        /// [`blocks`] for `RB` rows at once, the weights held in
         /// registers.
         ///
         /// # Safety
         ///
         /// As [`shared_taps`].
         #[target_feature(enable = $features)]
-        unsafe fn shared_blocks<L: Inputs, const R: usize, const S: usize, const STEP: usize>(
+        unsafe fn shared_blocks<
+            L: Inputs,
+            const R: usize,
+            const S: usize,
+            const STEP: usize,
+            const RB: usize,
+        >(
             row: &Row,
             inputs: L,
         ) {
@@ -417,7 +464,7 @@ macro_rules! stencil_algorithm {
                 // SAFETY: outputs `j..j + BLOCK·LANES` of the rows, more
                 // after them.
                 unsafe {
-                    shared_block::<L, BLOCK, false, R, S, STEP>(row, inputs, &weights, j, LANES)
+                    shared_block::<L, BLOCK, false, R, S, STEP, RB>(row, inputs, &weights, j, LANES)
                 };
                 j += BLOCK * LANES;
             }
@@ -427,15 +474,15 @@ macro_rules! stencil_algorithm {
             // SAFETY (all arms): the rows' last outputs, `j..n`.
             unsafe {
                 match vectors {
-                    1 => shared_block::<L, 1, true, R, S, STEP>(row, inputs, &weights, j, last),
-                    2 => shared_block::<L, 2, true, R, S, STEP>(row, inputs, &weights, j, last),
-                    3 => shared_block::<L, 3, true, R, S, STEP>(row, inputs, &weights, j, last),
-                    _ => shared_block::<L, 4, true, R, S, STEP>(row, inputs, &weights, j, last),
+                    1 => shared_block::<L, 1, true, R, S, STEP, RB>(row, inputs, &weights, j, last),
+                    2 => shared_block::<L, 2, true, R, S, STEP, RB>(row, inputs, &weights, j, last),
+                    3 => shared_block::<L, 3, true, R, S, STEP, RB>(row, inputs, &weights, j, last),
+                    _ => shared_block::<L, 4, true, R, S, STEP, RB>(row, inputs, &weights, j, last),
                 }
             }
         }
 
-        /// [`block`] for [`ROW_BLOCK`] rows: input row `i` (from the first
+        /// [`block`] for `RB` rows: input row `i` (from the first
         /// row's window) is loaded once, vector by vector, and feeds every
         /// output row `b` whose window holds it, as its filter row
         /// `i − STEP·b`. Each output still takes its taps r-major, then s.
@@ -453,6 +500,7 @@ macro_rules! stencil_algorithm {
             const R: usize,
             const S: usize,
             const STEP: usize,
+            const RB: usize,
         >(
             row: &Row,
             inputs: L,
@@ -466,7 +514,7 @@ macro_rules! stencil_algorithm {
             let is_tail = |v: usize| TAIL && v == VECTORS - 1;
             let out_of = |b: usize| row.out.wrapping_offset(offset(b, row.out_y)).wrapping_add(j);
 
-            let mut acc = [[zero(); VECTORS]; ROW_BLOCK];
+            let mut acc = [[zero(); VECTORS]; RB];
             if row.accumulate {
                 for (b, acc_b) in acc.iter_mut().enumerate() {
                     for (v, a) in acc_b.iter_mut().enumerate() {
@@ -484,7 +532,7 @@ macro_rules! stencil_algorithm {
             let input_row = |i: usize| input.wrapping_offset(offset(i, row.in_r));
             if L::WINDOW3 && S == 3 && row.in_s == 1 {
                 // Vector by vector, its three taps from one set of loads.
-                for i in 0..STEP * (ROW_BLOCK - 1) + R {
+                for i in 0..STEP * (RB - 1) + R {
                     for v in 0..VECTORS {
                         let p = input_row(i).wrapping_offset(offset(v, vector_step));
                         // SAFETY: inputs of this block's outputs in the rows
@@ -502,7 +550,7 @@ macro_rules! stencil_algorithm {
                     }
                 }
             } else {
-                for i in 0..STEP * (ROW_BLOCK - 1) + R {
+                for i in 0..STEP * (RB - 1) + R {
                     for s in 0..S {
                         let tap = input_row(i).wrapping_offset(offset(s, row.in_s));
                         for v in 0..VECTORS {

@@ -24,7 +24,7 @@ stencil_algorithm! {
     isa: Avx2Fma,
     features: "avx2,fma",
     lanes: 8,
-    row_block: 2,
+    row_block: [[2, 2], [2, 2]],
     shared_in_x: [1],
     name: avx2_stencil,
     ops: {

@@ -22,7 +22,7 @@ stencil_algorithm! {
     isa: Avx512,
     features: "avx512f",
     lanes: 16,
-    row_block: 4,
+    row_block: [[4, 4], [3, 2]],
     shared_in_x: [1, 2],
     name: avx512_stencil,
     ops: {
