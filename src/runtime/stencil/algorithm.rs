@@ -12,9 +12,8 @@
 //! Where consecutive output rows' 3×3 windows overlap (a depthwise plane
 //! of stride 1 or 2), rows go in blocks (`row_block`: a count per step
 //! between windows, for rows of up to two vectors and for longer ones):
-//! each input vector
-//! is loaded once for every row of the block whose window holds it, and
-//! the nine weights stay in registers.
+//! each input vector is loaded once for every row of the block whose window
+//! holds it, and the nine weights stay in registers.
 
 /// Writes, into the invoking ISA module, the stencil primitive
 /// `unsafe extern "C" fn $name` ([`super::StencilFn`]), the row algorithm
@@ -22,8 +21,9 @@
 ///
 /// `row_block: [[narrow, wide], [narrow, wide]]` output rows (for windows
 /// one filter row apart, then two; for rows of at most two vectors, then
-/// longer ones) share their input loads where their windows overlap, for the input strides `shared_in_x` (where that paid on the
-/// ISA: 1 and 2 with AVX-512; AVX2's stride-2 rows ran slower).
+/// longer ones) share their input loads where their windows overlap, for
+/// the input strides `shared_in_x` (where that paid on the ISA: 1 and 2
+/// with AVX-512; AVX2's stride-2 rows ran slower).
 ///
 /// The module defines its vector type `V` (`lanes` f32 lanes), index
 /// vector `I` (as many i32 lanes) and lane mask `M`; the invocation gives
@@ -82,11 +82,15 @@ macro_rules! stencil_algorithm {
         /// The most vectors a row of a "narrow" block has.
         const NARROW_VECTORS: usize = 2;
 
+        /// Whether rows of `n` outputs take the "narrow" block count.
+        fn narrow(n: usize) -> bool {
+            n.div_ceil(LANES) <= NARROW_VECTORS
+        }
+
         /// The output rows of one shared block for rows of `n` outputs whose
         /// windows move `step` filter rows (1 or 2) from one to the next.
         fn row_block(step: usize, n: usize) -> usize {
-            let per_step = BLOCK_ROWS[step.clamp(1, 2) - 1];
-            per_step[usize::from(n.div_ceil(LANES) > NARROW_VECTORS)]
+            BLOCK_ROWS[step.clamp(1, 2) - 1][usize::from(!narrow(n))]
         }
 
         $(
@@ -178,7 +182,7 @@ macro_rules! stencil_algorithm {
                 row.input = rows.input.wrapping_offset(offset(y, rows.in_y));
                 if let Some(step) = shared.filter(|_| rows.rows - y >= block_rows) {
                     // SAFETY: the caller's contract, for rows `y..y + block_rows`.
-                    unsafe { shared_taps(&row, step, block_rows) };
+                    unsafe { shared_taps(&row, step) };
                     y += block_rows;
                     continue;
                 }
@@ -391,24 +395,23 @@ macro_rules! stencil_algorithm {
                 .filter(|&step| rows.rows >= row_block(step, rows.n))
         }
 
-        /// `block_rows` rows from `row` (its `y` the first) whose windows
+        /// [`row_block`] rows from `row` (its `y` the first) whose windows
         /// move `step` filter rows from one to the next.
         ///
         /// # Safety
         ///
         /// The [`StencilFn`](super::StencilFn) contract for those rows;
-        /// `row` passed [`shared_rows_step`] with `step`; `block_rows` is
-        /// [`row_block`] of the row.
+        /// `row` passed [`shared_rows_step`] with `step`.
         #[inline(never)]
         #[target_feature(enable = $features)]
-        unsafe fn shared_taps(row: &Row, step: usize, block_rows: usize) {
+        unsafe fn shared_taps(row: &Row, step: usize) {
             const S1_NARROW: usize = BLOCK_ROWS[0][0];
             const S1_WIDE: usize = BLOCK_ROWS[0][1];
             const S2_NARROW: usize = BLOCK_ROWS[1][0];
             const S2_WIDE: usize = BLOCK_ROWS[1][1];
             // SAFETY (all arms): the caller's contract.
             unsafe {
-                match (step, block_rows == BLOCK_ROWS[step.clamp(1, 2) - 1][0]) {
+                match (step, narrow(row.n)) {
                     (1, true) => shared_taps_in::<S1_NARROW>(row, step),
                     (1, false) => shared_taps_in::<S1_WIDE>(row, step),
                     (_, true) => shared_taps_in::<S2_NARROW>(row, step),

@@ -273,6 +273,18 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
             ..
         }
     );
+    // The extents the reduction-outside variant is offered by (see
+    // `VariantKind::Tensorize::reduction_outer`).
+    let outside_extent: i64 = op
+        .axes
+        .iter()
+        .filter(|a| a.id() != g.m.id() && a.id() != g.n.id())
+        .map(|a| a.extent())
+        .product();
+    let reduction_extent: i64 = op
+        .reduction()
+        .map(|r| r.axes.iter().map(|a| a.extent()).product())
+        .unwrap_or(1);
     let mut variants = Vec::new();
     for (kernel, m_t, n_t) in fitting_kernels(target, g.m.extent(), g.n.extent()) {
         let a_panels: &[bool] = if g.a_panel.is_some() {
@@ -281,18 +293,8 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
             &[false]
         };
         // The reduction outside the tiles: offered where the block it
-        // computes holds more than one kernel tile (see `ReductionOuter`).
-        let outside_extent: i64 = op
-            .axes
-            .iter()
-            .filter(|a| a.id() != g.m.id() && a.id() != g.n.id())
-            .map(|a| a.extent())
-            .product();
+        // accumulates (one n tile, every m tile) holds more than one tile.
         let outer_block = g.m.extent() * n_t * if transposed { outside_extent } else { 1 };
-        let reduction_extent: i64 = op
-            .reduction()
-            .map(|r| r.axes.iter().map(|a| a.extent()).product())
-            .unwrap_or(1);
         let reduction_outers: &[bool] = if !in_place
             && outer_block > m_t * n_t
             && outer_block <= MAX_OUTER_BLOCK
