@@ -140,7 +140,7 @@ pub enum GraphError {
     /// An intermediate asked for after a run whose bytes the memory plan
     /// reuses.
     #[error(
-        "tensor '{name}' is an intermediate whose memory is reused after its last reader; name it when compiling to keep it (CompileOptions::keep, or `tessera run --output {name}=FILE.npy`)"
+        "tensor '{name}' is an intermediate whose memory is reused after its last reader (or that exists only channels last); name it when compiling to keep it (CompileOptions::keep, or `tessera run --output {name}=FILE.npy`)"
     )]
     NotKept {
         /// The tensor.

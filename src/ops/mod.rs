@@ -19,6 +19,7 @@
 //! | `conv2d` | `N,C,H,W,K,R,S,stride,pad,dilation` | `data[N,C,H,W], weight[K,C,R,S]` | `out[n,k,y,x] = Σc,r,s data[n,c,y·st+r·dil−pad, x·st+s·dil−pad]·weight[k,c,r,s]` |
 //! | `conv2d_bias` | `as conv2d` | `data[N,C,H,W], weight[K,C,R,S], bias[K]` | `conv2d + bias[k]` |
 //! | `conv2d_nhwc` | `as conv2d` | `data[N,H,W,C], weight[R,S,C,K]` | `out[n,y,x,k] = Σr,s,c data[n,y·st+r·dil−pad, x·st+s·dil−pad, c]·weight[r,s,c,k]` |
+//! | `conv2d_nhwc_bias` | `as conv2d` | `data[N,H,W,C], weight[R,S,C,K], bias[K]` | `conv2d_nhwc + bias[k]` |
 //! | `group_conv2d` | `as conv2d + groups` | `data[N,C,H,W], weight[K,C/groups,R,S]` | `out[n,k,y,x] = Σc′,r,s data[n, g·(C/groups)+c′, …]·weight[k,c′,r,s], g = k / (K/groups)` |
 //! | `depthwise_conv2d` | `N,C,H,W,R,S,stride,pad,dilation` | `data[N,C,H,W], weight[C,R,S]` | `out[n,c,y,x] = Σr,s data[n,c,y·st+r·dil−pad, x·st+s·dil−pad]·weight[c,r,s]` |
 //! | `conv3d` | `N,C,D,H,W,K,T,R,S,stride,pad,dilation` | `data[N,C,D,H,W], weight[K,C,T,R,S]` | `out[n,k,z,y,x] = Σc,t,r,s data[n,c,z·st+t·dil−pad, y·st+r·dil−pad, x·st+s·dil−pad]·weight[k,c,t,r,s]` |

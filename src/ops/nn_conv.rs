@@ -72,6 +72,14 @@ pub(crate) const CONV2D_NHWC: OpSpec = OpSpec {
     build: build_conv2d_nhwc,
 };
 
+pub(crate) const CONV2D_NHWC_BIAS: OpSpec = OpSpec {
+    name: "conv2d_nhwc_bias",
+    description: "2-D convolution with a bias per output channel, NHWC: data[N,H,W,C] * weight[R,S,C,K] + bias[K] -> out[N,OH,OW,K]",
+    params: CONV2D_PARAMS,
+    origin: super::registry::Origin::BuiltIn,
+    build: build_conv2d_nhwc_bias,
+};
+
 pub(crate) const GROUP_CONV2D: OpSpec = OpSpec {
     name: "group_conv2d",
     description: "grouped 2-D convolution, NCHW: data[N,C,H,W] * weight[K,C/groups,R,S] -> out[N,K,OH,OW]",
@@ -271,6 +279,20 @@ fn build_conv2d_nhwc(p: &ShapeParams) -> Result<ComputeDag, OpError> {
     let weight = placeholder("weight", &[r, s, c, k], DType::F32);
     let out = conv2d_nhwc_stage("conv2d_nhwc", p, &data, &weight)?;
     ComputeDag::new(&[data, weight], &[out]).map_err(dag_error("conv2d_nhwc"))
+}
+
+fn build_conv2d_nhwc_bias(p: &ShapeParams) -> Result<ComputeDag, OpError> {
+    let (n, c, h, w) = (p.get("N"), p.get("C"), p.get("H"), p.get("W"));
+    let (k, r, s) = (p.get("K"), p.get("R"), p.get("S"));
+    let data = placeholder("data", &[n, h, w, c], DType::F32);
+    let weight = placeholder("weight", &[r, s, c, k], DType::F32);
+    let bias = placeholder("bias", &[k], DType::F32);
+    let conv = conv2d_nhwc_stage("conv2d_nhwc_bias", p, &data, &weight)?;
+    let shape = conv.shape().to_vec();
+    let out = compute("conv2d_nhwc_bias", &shape, |ix| {
+        conv.at(ix.to_vec()) + bias.at([&ix[3]])
+    });
+    ComputeDag::new(&[data, weight, bias], &[out]).map_err(dag_error("conv2d_nhwc_bias"))
 }
 
 fn build_group_conv2d(p: &ShapeParams) -> Result<ComputeDag, OpError> {

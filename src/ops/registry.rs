@@ -143,6 +143,7 @@ static REGISTRY: &[OpSpec] = &[
     nn_conv::CONV2D,
     nn_conv::CONV2D_BIAS,
     nn_conv::CONV2D_NHWC,
+    nn_conv::CONV2D_NHWC_BIAS,
     nn_conv::GROUP_CONV2D,
     nn_conv::DEPTHWISE_CONV2D,
     nn_conv::CONV3D,

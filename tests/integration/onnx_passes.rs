@@ -127,8 +127,20 @@ fn onnx_passes_keep_a_conv_bn_models_outputs_and_do_what_they_say() {
     assert_eq!(reports.len(), PASSES.len());
     let ops: Vec<&str> = optimized.nodes.iter().map(|n| n.op.name()).collect();
     // BN folded, Transpose and Mul folded into constants, one Relu merged
-    // away, the Exp gone.
-    assert_eq!(ops, ["Conv", "Relu", "Add", "MatMul"], "{reports:#?}");
+    // away, the Exp gone; the convolution and what follows it up to the
+    // MatMul channels last, between two layout transforms.
+    assert_eq!(
+        ops,
+        ["Transpose", "Conv", "Relu", "Add", "Transpose", "MatMul"],
+        "{reports:#?}"
+    );
+    let layouts: Vec<&str> = optimized
+        .nodes
+        .iter()
+        .filter(|n| n.op.name() == "Transpose")
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(layouts, ["x.channels_last.layout", "s.layout"]);
     assert!(optimized.constants.contains_key("z"));
     assert_eq!(optimized.outputs, ["y", "z"]);
     // The imported graph is untouched.
@@ -153,8 +165,20 @@ fn onnx_passes_on_real_models() {
     // the 16 3×3 and the 3 strided 1×1 projections stay convolutions.
     assert_eq!(count(&optimized, "Conv"), 20);
     assert_eq!(count(&optimized, "MatMul"), 33);
+    // Every convolution channels last, with everything between them: the
+    // image goes in by one Transpose, the pooled features come out by a
+    // Reshape.
     assert_eq!(
         reports[2].summary,
+        "120 nodes run channels last (1 layout transforms at the boundaries)"
+    );
+    assert_eq!(count(&optimized, "Transpose"), 1);
+    assert!(optimized.nodes.iter().all(|n| match &n.op {
+        tessera::graph::ir::Op::Conv(a) => a.channels_last,
+        _ => true,
+    }));
+    assert_eq!(
+        reports[3].summary,
         "rewrote 33 pointwise convolutions as matrix products (48 elementwise followers moved)"
     );
     // ShuffleNet (BN folding, shared constants) runs the same with and
@@ -187,5 +211,12 @@ fn onnx_passes_model_show_lists_every_pass() {
     assert!(text.contains("after the passes"), "{text}");
     let (_, after) = text.split_once("after the passes").unwrap();
     assert!(!after.contains("BatchNormalization"), "{text}");
-    assert!(!after.contains("Transpose"), "{text}");
+    // The model's Transpose is folded; the ones left are the layout's.
+    assert!(
+        after
+            .lines()
+            .filter(|l| l.contains("Transpose"))
+            .all(|l| l.contains(".layout")),
+        "{text}"
+    );
 }

@@ -175,6 +175,7 @@ fn reference(name: &str) -> Option<fn()> {
         "conv2d" => check_conv2d,
         "conv2d_bias" => check_conv2d_bias,
         "conv2d_nhwc" => check_conv2d_nhwc,
+        "conv2d_nhwc_bias" => check_conv2d_nhwc_bias,
         "group_conv2d" => check_group_conv2d,
         "depthwise_conv2d" => check_depthwise_conv2d,
         "conv3d" => check_conv3d,
@@ -207,6 +208,7 @@ const REFERENCED: &[&str] = &[
     "conv2d",
     "conv2d_bias",
     "conv2d_nhwc",
+    "conv2d_nhwc_bias",
     "group_conv2d",
     "depthwise_conv2d",
     "conv3d",
@@ -584,6 +586,31 @@ fn check_conv2d_nhwc() {
             pad,
             dil,
         );
+        assert_close(&ran, &oshape, &want);
+    }
+}
+
+fn check_conv2d_nhwc_bias() {
+    for (case, &[n, c, h, w, k, r, s, st, pad, dil]) in CONV2D_CASES.iter().enumerate() {
+        let params = named(&CONV2D_NAMES, &[n, c, h, w, k, r, s, st, pad, dil]);
+        let ran = run(
+            "conv2d_nhwc_bias",
+            &params,
+            &[&[n, h, w, c], &[r, s, c, k], &[k]],
+            1250 + 10 * case as u64,
+        );
+        let (oshape, mut want) = conv2d_nhwc_ref(
+            &ran.inputs[0],
+            &ran.inputs[1],
+            [n, h, w, c],
+            [r, s, k],
+            st,
+            pad,
+            dil,
+        );
+        for (i, v) in want.iter_mut().enumerate() {
+            *v += ran.inputs[2][i % k];
+        }
         assert_close(&ran, &oshape, &want);
     }
 }
@@ -1154,6 +1181,11 @@ fn conv2d_matches_hand_loops() {
 #[test]
 fn conv2d_nhwc_matches_hand_loops() {
     check_conv2d_nhwc();
+}
+
+#[test]
+fn conv2d_nhwc_bias_matches_hand_loops() {
+    check_conv2d_nhwc_bias();
 }
 
 #[test]

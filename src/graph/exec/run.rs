@@ -11,6 +11,7 @@ use crate::graph::error::GraphError;
 use crate::graph::ir::{Graph, Node, TensorInfo};
 use crate::graph::lower::NodeKernel;
 use crate::graph::memory::MemoryPlan;
+use crate::graph::passes::CHANNELS_LAST_SUFFIX;
 use crate::runtime::NdBuffer;
 use crate::te::{DType, HostTensor};
 
@@ -376,7 +377,21 @@ impl CompiledModel {
             name: name.to_string(),
             available: format!("{:?}", self.graph.outputs),
         };
-        let slot = self.slots.slot(name).ok_or_else(unknown)?;
+        // A tensor the layout pass replaced by its channels-last form
+        // exists channels first only when asked for before compiling.
+        let replaced = || {
+            let last = format!("{name}{CHANNELS_LAST_SUFFIX}");
+            self.slots.slot(&last).is_some()
+        };
+        let slot = match self.slots.slot(name) {
+            Some(slot) => slot,
+            None if replaced() => {
+                return Err(GraphError::NotKept {
+                    name: name.to_string(),
+                });
+            }
+            None => return Err(unknown()),
+        };
         if !self.slots.plan.survives(name) {
             return Err(GraphError::NotKept {
                 name: name.to_string(),

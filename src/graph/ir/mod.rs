@@ -2,6 +2,7 @@
 //! every tensor with a static shape and dtype, constants as values.
 
 mod graph;
+pub mod layout;
 mod op;
 
 pub use graph::{Graph, Node, TensorInfo};

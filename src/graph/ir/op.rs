@@ -60,6 +60,9 @@ pub struct ConvAttrs {
     pub dilations: Vec<i64>,
     /// Channel groups (`C` and `K` both divisible by it).
     pub group: i64,
+    /// Channels last: `X[N,*,C], W[*,C/group,K]` → `Y[N,*,K]` (the
+    /// `channels_last` pass's layout) instead of ONNX's channels first.
+    pub channels_last: bool,
 }
 
 /// A pooling window's attributes, one entry per spatial dimension.
@@ -79,6 +82,9 @@ pub struct PoolAttrs {
     pub ceil_mode: bool,
     /// Average pools: padding counts in the divisor.
     pub count_include_pad: bool,
+    /// Channels last: `X[N,*,C]` → `Y[N,*,C]` (the `channels_last` pass's
+    /// layout) instead of ONNX's channels first.
+    pub channels_last: bool,
 }
 
 /// A graph operator with its attributes resolved.
@@ -87,7 +93,8 @@ pub struct PoolAttrs {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
-    /// `X[N,C,*], W[K,C/group,*], [B[K]]` → `Y[N,K,*]`.
+    /// `X[N,C,*], W[K,C/group,*], [B[K]]` → `Y[N,K,*]` (channels last:
+    /// `X[N,*,C], W[*,C/group,K]` → `Y[N,*,K]`).
     Conv(ConvAttrs),
     /// Inference batch normalisation: `X[N,C,*], scale[C], bias[C], mean[C], var[C]`.
     BatchNormalization {

@@ -6,7 +6,7 @@
 use crate::te::{Expr, compute, floordiv, reduce_axis, sum};
 
 use super::super::error::GraphError;
-use super::super::ir::ConvAttrs;
+use super::super::ir::{ConvAttrs, layout};
 use super::Lowered;
 use super::builder::{KernelBuilder, Value, shape_text};
 use super::window::{PadDim, pad_stage, window_index};
@@ -31,14 +31,12 @@ pub(super) fn conv(mut b: KernelBuilder<'_>, a: &ConvAttrs) -> Result<Lowered, G
         && uniform(&a.strides)
         && uniform(&a.pads_begin)
         && uniform(&a.dilations);
-    // The common ONNX convolution: 2-D, one group, a bias tensor per channel.
-    if let ([h, w], [r, s], 1, true, true) = (
-        g.input.as_slice(),
-        g.kernel.as_slice(),
-        g.group,
-        symmetric,
-        has_bias && b.scalar_constant(2)?.is_none() && b.input_shape(2)? == [g.k],
-    ) {
+    // 2-D, one group, symmetric: the registry's convolutions with a bias
+    // tensor per channel (NCHW or NHWC), or without a bias (NHWC; NCHW's
+    // below with the other registry convolutions).
+    let bias_tensor = has_bias && b.scalar_constant(2)?.is_none() && b.input_shape(2)? == [g.k];
+    if let ([h, w], [r, s], 1, true) = (g.input.as_slice(), g.kernel.as_slice(), g.group, symmetric)
+    {
         let p = [("N", g.n), ("C", g.c), ("H", *h), ("W", *w), ("K", g.k)];
         let q = [
             ("R", *r),
@@ -47,9 +45,15 @@ pub(super) fn conv(mut b: KernelBuilder<'_>, a: &ConvAttrs) -> Result<Lowered, G
             ("pad", a.pads_begin[0] as usize),
             ("dilation", a.dilations[0] as usize),
         ];
-        return b.registry("conv2d_bias", &[&p[..], &q].concat(), &[0, 1, 2]);
+        let params = [&p[..], &q].concat();
+        match (a.channels_last, bias_tensor, has_bias) {
+            (true, true, _) => return b.registry("conv2d_nhwc_bias", &params, &[0, 1, 2]),
+            (true, false, false) => return b.registry("conv2d_nhwc", &params, &[0, 1]),
+            (false, true, _) => return b.registry("conv2d_bias", &params, &[0, 1, 2]),
+            _ => {}
+        }
     }
-    let registry_fits = !has_bias && symmetric;
+    let registry_fits = !has_bias && symmetric && !a.channels_last;
     if registry_fits {
         let (st, pd, dil) = (
             a.strides[0] as usize,
@@ -125,9 +129,16 @@ pub(super) fn conv(mut b: KernelBuilder<'_>, a: &ConvAttrs) -> Result<Lowered, G
     let spatial = g.input.len();
     let kernel = b.dims(&g.kernel)?;
     let output = b.dims(&g.output)?;
+    // Where the spatial dimensions of the data and output start, and where
+    // their channels are.
+    let (first_spatial, channel_axis) = if a.channels_last {
+        (1, spatial + 1)
+    } else {
+        (2, 1)
+    };
     let pads: Vec<PadDim> = (0..spatial)
         .map(|d| PadDim {
-            dim: d + 2,
+            dim: d + first_spatial,
             begin: a.pads_begin[d],
             extent: (output[d] - 1) * a.strides[d] + a.dilations[d] * (kernel[d] - 1) + 1,
         })
@@ -137,31 +148,57 @@ pub(super) fn conv(mut b: KernelBuilder<'_>, a: &ConvAttrs) -> Result<Lowered, G
     let taps: Vec<Expr> = (0..spatial)
         .map(|d| reduce_axis(kernel[d], &format!("r{d}")))
         .collect();
-    let out_shape = b.dims(&[&[g.n, g.k][..], &g.output].concat())?;
+    let out_channels_first = [&[g.n, g.k][..], &g.output].concat();
+    let out_shape = if a.channels_last {
+        b.dims(&layout::channels_last(&out_channels_first))?
+    } else {
+        b.dims(&out_channels_first)?
+    };
     let conv = compute("conv", &out_shape, |ix| {
+        let out_channel = &ix[channel_axis];
         let channel = if g.group == 1 {
             rc.clone()
         } else {
-            floordiv(&ix[1], kg) * cg + &rc
+            floordiv(out_channel, kg) * cg + &rc
         };
-        let mut at_data = vec![ix[0].clone(), channel];
-        let mut at_weight = vec![ix[1].clone(), rc.clone()];
-        for d in 0..spatial {
-            at_data.push(window_index(
-                &ix[d + 2],
+        let windows = (0..spatial).map(|d| {
+            window_index(
+                &ix[d + first_spatial],
                 &taps[d],
                 a.strides[d],
                 a.dilations[d],
-            ));
-            at_weight.push(taps[d].clone());
-        }
+            )
+        });
+        let (at_data, at_weight): (Vec<Expr>, Vec<Expr>) = if a.channels_last {
+            (
+                std::iter::once(ix[0].clone())
+                    .chain(windows)
+                    .chain([channel])
+                    .collect(),
+                taps.iter()
+                    .cloned()
+                    .chain([rc.clone(), out_channel.clone()])
+                    .collect(),
+            )
+        } else {
+            (
+                [ix[0].clone(), channel]
+                    .into_iter()
+                    .chain(windows)
+                    .collect(),
+                [out_channel.clone(), rc.clone()]
+                    .into_iter()
+                    .chain(taps.iter().cloned())
+                    .collect(),
+            )
+        };
         let axes: Vec<&Expr> = std::iter::once(&rc).chain(&taps).collect();
         sum(padded.at(at_data) * weight.at(at_weight), axes)
     });
     let out = match bias {
         None => conv,
         Some(bias) => compute("bias_add", &out_shape, |ix| {
-            conv.at(ix.to_vec()) + bias.at(vec![ix[1].clone()])
+            conv.at(ix.to_vec()) + bias.at(vec![ix[channel_axis].clone()])
         }),
     };
     b.finish(out)
@@ -208,8 +245,14 @@ fn geometry(b: &KernelBuilder<'_>, a: &ConvAttrs) -> Result<Geometry, GraphError
             ),
         ));
     }
-    let x = b.input_shape(0)?;
-    let w = b.input_shape(1)?;
+    let (x, w) = if a.channels_last {
+        (
+            layout::channels_first(&b.input_shape(0)?),
+            layout::weight_channels_first(&b.input_shape(1)?),
+        )
+    } else {
+        (b.input_shape(0)?, b.input_shape(1)?)
+    };
     if x.len() != spatial + 2 || w.len() != spatial + 2 {
         return Err(bad(format!(
             "input {} and weight {} must both have rank {} for a {spatial}-D kernel",
@@ -282,6 +325,7 @@ mod tests {
             pads_end: end.to_vec(),
             dilations: dil.to_vec(),
             group,
+            channels_last: false,
         }
     }
 

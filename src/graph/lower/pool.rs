@@ -6,7 +6,7 @@
 use crate::te::{DType, Expr, cast, compute, max, min, reduce_axis, reduce_max, sum};
 
 use super::super::error::GraphError;
-use super::super::ir::PoolAttrs;
+use super::super::ir::{PoolAttrs, layout};
 use super::Lowered;
 use super::builder::{KernelBuilder, shape_text};
 use super::window::{PadDim, pad_stage, window_index};
@@ -31,14 +31,22 @@ pub(super) fn pool(
     a: &PoolAttrs,
     kind: PoolKind,
 ) -> Result<Lowered, GraphError> {
-    let x = b.input_shape(0)?;
-    let out = b.output_shape()?;
+    // The checks read channels-first shapes.
+    let (x, out) = if a.channels_last {
+        (
+            layout::channels_first(&b.input_shape(0)?),
+            layout::channels_first(&b.output_shape()?),
+        )
+    } else {
+        (b.input_shape(0)?, b.output_shape()?)
+    };
     let spatial = check(&b, a, &x, &out)?;
     let floor = floor_extents(a, &x);
     let uniform = |v: &[i64]| v.windows(2).all(|w| w[0] == w[1]);
     let symmetric = a.pads_begin == a.pads_end && uniform(&a.pads_begin);
     let undilated = a.dilations.iter().all(|&d| d == 1);
-    if spatial == 2 && symmetric && undilated && uniform(&a.strides) && out[2..] == floor[..] {
+    let registry_fits = !a.channels_last && spatial == 2 && symmetric && undilated;
+    if registry_fits && uniform(&a.strides) && out[2..] == floor[..] {
         let (r, s) = (a.kernel[0], a.kernel[1]);
         let pad = a.pads_begin[0];
         let (op, fits) = match kind {
@@ -60,11 +68,23 @@ pub(super) fn pool(
         }
     }
     let data = b.tensor(0, "data")?;
+    // Channels-first extents (the window arithmetic), and where the spatial
+    // dimensions and the channels are in the tensors.
     let out_dims = b.dims(&out)?;
     let in_dims = b.dims(&x)?;
+    let (first_spatial, channel_axis) = if a.channels_last {
+        (1, spatial + 1)
+    } else {
+        (2, 1)
+    };
+    let out_shape = if a.channels_last {
+        b.dims(&layout::channels_last(&out))?
+    } else {
+        out_dims.clone()
+    };
     let pads: Vec<PadDim> = (0..spatial)
         .map(|d| PadDim {
-            dim: d + 2,
+            dim: d + first_spatial,
             begin: a.pads_begin[d],
             extent: (out_dims[d + 2] - 1) * a.strides[d] + span(a, d),
         })
@@ -81,16 +101,26 @@ pub(super) fn pool(
         PoolKind::Max => "max_pool",
         PoolKind::Avg => "sum_pool",
     };
-    let pooled = compute(stage, &out_dims, |ix| {
-        let mut at = vec![ix[0].clone(), ix[1].clone()];
-        for d in 0..spatial {
-            at.push(window_index(
-                &ix[d + 2],
+    let pooled = compute(stage, &out_shape, |ix| {
+        let windows = (0..spatial).map(|d| {
+            window_index(
+                &ix[d + first_spatial],
                 &taps[d],
                 a.strides[d],
                 a.dilations[d],
-            ));
-        }
+            )
+        });
+        let at: Vec<Expr> = if a.channels_last {
+            std::iter::once(ix[0].clone())
+                .chain(windows)
+                .chain([ix[channel_axis].clone()])
+                .collect()
+        } else {
+            [ix[0].clone(), ix[1].clone()]
+                .into_iter()
+                .chain(windows)
+                .collect()
+        };
         match kind {
             PoolKind::Max => reduce_max(padded.at(at), &taps),
             PoolKind::Avg => sum(padded.at(at), &taps),
@@ -116,7 +146,7 @@ pub(super) fn pool(
         (start + a.kernel[d]).min(hi) - start.max(lo)
     };
     let constant = (0..spatial).all(|d| (0..out_dims[d + 2]).all(|o| count(d, o) == a.kernel[d]));
-    let avg = compute("avg_pool", &out_dims, |ix| {
+    let avg = compute("avg_pool", &out_shape, |ix| {
         let total = pooled.at(ix);
         if constant {
             let window: i64 = a.kernel.iter().product();
@@ -126,9 +156,9 @@ pub(super) fn pool(
         for d in 0..spatial {
             let (lo, hi) = bounds[d];
             let start = if a.strides[d] == 1 {
-                ix[d + 2].clone()
+                ix[d + first_spatial].clone()
             } else {
-                &ix[d + 2] * a.strides[d]
+                &ix[d + first_spatial] * a.strides[d]
             };
             let end = min(&start + a.kernel[d], hi);
             let begin = if lo == 0 { start } else { max(start, lo) };
@@ -307,6 +337,7 @@ mod tests {
             dilations: vec![1; k.len()],
             ceil_mode: ceil,
             count_include_pad: include,
+            channels_last: false,
         }
     }
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use crate::graph::error::GraphError;
-use crate::graph::ir::{Graph, Node, Op, PoolAttrs};
+use crate::graph::ir::{ConvAttrs, Graph, Node, Op, PoolAttrs};
 use crate::te::{HostData, HostTensor};
 
 use super::proto::{
@@ -15,6 +15,7 @@ use super::proto::{
     TensorShapeProto, TypeProto, ValueInfoProto, attribute_proto, tensor_proto, tensor_shape_proto,
     type_proto,
 };
+use super::{TESSERA_DOMAIN, functions};
 
 /// The ONNX IR version written (that of opsets up to 21).
 const IR_VERSION: i64 = 8;
@@ -52,12 +53,30 @@ pub fn export(graph: &Graph) -> Result<ModelProto, GraphError> {
         initializer: out.initializers,
         ..Default::default()
     };
+    let mut opset_import = vec![OperatorSetIdProto {
+        domain: Some(String::new()),
+        version: Some(graph.opset),
+    }];
+    let tessera_ops: BTreeSet<&str> = graph_proto
+        .node
+        .iter()
+        .filter(|n| n.domain() == TESSERA_DOMAIN)
+        .map(|n| n.op_type())
+        .collect();
+    if !tessera_ops.is_empty() {
+        opset_import.push(OperatorSetIdProto {
+            domain: Some(TESSERA_DOMAIN.to_string()),
+            version: Some(1),
+        });
+    }
+    let functions = tessera_ops
+        .iter()
+        .filter_map(|op| functions::function(op, graph.opset))
+        .collect();
     Ok(ModelProto {
         ir_version: Some(IR_VERSION),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(graph.opset),
-        }],
+        opset_import,
+        functions,
         producer_name: Some("tessera".to_string()),
         producer_version: Some(env!("CARGO_PKG_VERSION").to_string()),
         graph: Some(graph_proto),
@@ -109,13 +128,18 @@ impl Exporter<'_> {
         let in_rank = node.inputs.first().map_or(0, |i| self.graph.shape(i).len());
         let mut inputs = node.inputs.clone();
         let mut attrs: Vec<AttributeProto> = Vec::new();
+        let channels_last = match &node.op {
+            Op::Conv(c) => c.channels_last,
+            Op::MaxPool(p) | Op::AveragePool(p) => p.channels_last,
+            _ => false,
+        };
         let op_type = match &node.op {
+            Op::Conv(c) if c.channels_last => {
+                conv_attrs(&mut attrs, c);
+                "ConvChannelsLast"
+            }
             Op::Conv(c) => {
-                attrs.push(ints("kernel_shape", &c.kernel));
-                attrs.push(ints("strides", &c.strides));
-                attrs.push(ints("pads", &[&c.pads_begin[..], &c.pads_end[..]].concat()));
-                attrs.push(ints("dilations", &c.dilations));
-                attrs.push(int("group", c.group));
+                conv_attrs(&mut attrs, c);
                 "Conv"
             }
             Op::BatchNormalization { epsilon } => {
@@ -151,11 +175,19 @@ impl Exporter<'_> {
             }
             Op::MaxPool(p) => {
                 pool_attrs(&mut attrs, p, true);
-                "MaxPool"
+                if p.channels_last {
+                    "MaxPoolChannelsLast"
+                } else {
+                    "MaxPool"
+                }
             }
             Op::AveragePool(p) => {
                 pool_attrs(&mut attrs, p, false);
-                "AveragePool"
+                if p.channels_last {
+                    "AveragePoolChannelsLast"
+                } else {
+                    "AveragePool"
+                }
             }
             Op::Lrn {
                 size,
@@ -278,6 +310,7 @@ impl Exporter<'_> {
         Ok(NodeProto {
             name: Some(node.name.clone()),
             op_type: Some(op_type.to_string()),
+            domain: channels_last.then(|| TESSERA_DOMAIN.to_string()),
             input: inputs,
             output: node.outputs.clone(),
             attribute: attrs,
@@ -291,6 +324,14 @@ fn slice_end(start: i64, step: i64, len: i64) -> i64 {
     let end = start + (len - 1) * step + step.signum();
     // An end before element 0 of a backward slice: any value below -dim.
     if step < 0 && end < 0 { i64::MIN } else { end }
+}
+
+fn conv_attrs(attrs: &mut Vec<AttributeProto>, c: &ConvAttrs) {
+    attrs.push(ints("kernel_shape", &c.kernel));
+    attrs.push(ints("strides", &c.strides));
+    attrs.push(ints("pads", &[&c.pads_begin[..], &c.pads_end[..]].concat()));
+    attrs.push(ints("dilations", &c.dilations));
+    attrs.push(int("group", c.group));
 }
 
 fn pool_attrs(attrs: &mut Vec<AttributeProto>, p: &PoolAttrs, max: bool) {

@@ -125,7 +125,9 @@ fn import_model(
     for index in order {
         let proto = &graph.node[index];
         let name = node_name(proto, index);
-        if !proto.domain().is_empty() && proto.domain() != "ai.onnx" {
+        let tessera_op = proto.domain() == super::TESSERA_DOMAIN
+            && super::TESSERA_OP_TYPES.contains(&proto.op_type());
+        if !proto.domain().is_empty() && proto.domain() != "ai.onnx" && !tessera_op {
             return Err(GraphError::UnsupportedOp {
                 node: name,
                 op_type: format!("{}.{}", proto.domain(), proto.op_type()),

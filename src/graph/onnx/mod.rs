@@ -5,6 +5,7 @@
 mod attributes;
 mod export;
 mod fold;
+mod functions;
 mod import;
 mod nodes;
 mod shapes;
@@ -20,6 +21,18 @@ pub mod proto {
 
 /// The default-domain opsets the reader supports.
 pub const OPSETS: std::ops::RangeInclusive<i64> = 7..=21;
+
+/// The domain of tessera's own operators: the layouts graph passes choose,
+/// written into a deployed model's graph (`ConvChannelsLast`, …).
+pub const TESSERA_DOMAIN: &str = "ai.tessera";
+
+/// The op types of [`TESSERA_DOMAIN`]: ONNX's Conv, MaxPool and
+/// AveragePool, with the same attributes, over channels-last tensors.
+pub const TESSERA_OP_TYPES: &[&str] = &[
+    "ConvChannelsLast",
+    "MaxPoolChannelsLast",
+    "AveragePoolChannelsLast",
+];
 
 /// Every op type the reader accepts, as errors list them.
 pub const SUPPORTED_OP_TYPES: &[&str] = &[

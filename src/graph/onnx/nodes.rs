@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::graph::error::GraphError;
-use crate::graph::ir::{BinaryOp, ConvAttrs, Node, Op, PoolAttrs, TensorInfo, UnaryOp};
+use crate::graph::ir::{BinaryOp, ConvAttrs, Node, Op, PoolAttrs, TensorInfo, UnaryOp, layout};
 use crate::te::{HostData, HostTensor};
 
 use super::SUPPORTED_OP_TYPES;
@@ -244,6 +244,7 @@ type Typed = (Op, Vec<String>, Vec<usize>);
 
 /// The typed op, its data inputs and its output shape.
 fn typed(at: &At, op_type: &str) -> Result<Typed, GraphError> {
+    let tessera = at.proto.domain() == super::TESSERA_DOMAIN;
     let data = |n: usize| -> Result<Vec<String>, GraphError> {
         (0..n).map(|i| at.required(i).map(str::to_string)).collect()
     };
@@ -351,8 +352,12 @@ fn typed(at: &At, op_type: &str) -> Result<Typed, GraphError> {
             }
             Ok((Op::BatchNormalization { epsilon }, data(5)?, x.to_vec()))
         }
-        "Conv" => conv(at),
-        "MaxPool" | "AveragePool" => pool(at, op_type == "MaxPool"),
+        "Conv" => conv(at, false),
+        "MaxPool" | "AveragePool" => pool(at, op_type == "MaxPool", false),
+        "ConvChannelsLast" if tessera => conv(at, true),
+        "MaxPoolChannelsLast" | "AveragePoolChannelsLast" if tessera => {
+            pool(at, op_type == "MaxPoolChannelsLast", true)
+        }
         "GlobalAveragePool" => {
             let x = at.shape(0)?;
             if x.len() < 3 {
@@ -609,9 +614,17 @@ fn per_dim(at: &At, key: &str, spatial: usize) -> Result<Vec<i64>, GraphError> {
     Ok(v)
 }
 
-fn conv(at: &At) -> Result<Typed, GraphError> {
-    let x = at.shape(0)?.to_vec();
-    let w = at.shape(1)?.to_vec();
+/// A Conv node, or (`channels_last`) tessera's `ConvChannelsLast`: the
+/// same attributes over `X[N, spatial…, C]`, `W[kernel…, C/group, K]`.
+fn conv(at: &At, channels_last: bool) -> Result<Typed, GraphError> {
+    let (x, w) = if channels_last {
+        (
+            layout::channels_first(at.shape(0)?),
+            layout::weight_channels_first(at.shape(1)?),
+        )
+    } else {
+        (at.shape(0)?.to_vec(), at.shape(1)?.to_vec())
+    };
     if x.len() < 3 || w.len() != x.len() {
         return Err(at.bad(format!(
             "input {x:?} and weight {w:?} must both be [N, C, spatial…] and [K, C/group, kernel…]"
@@ -670,16 +683,28 @@ fn conv(at: &At) -> Result<Typed, GraphError> {
         pads_end,
         dilations,
         group,
+        channels_last,
+    };
+    let out = if channels_last {
+        layout::channels_last(&out)
+    } else {
+        out
     };
     Ok((Op::Conv(attrs), inputs, out))
 }
 
-fn pool(at: &At, max: bool) -> Result<Typed, GraphError> {
+/// A MaxPool or AveragePool node, or (`channels_last`) tessera's
+/// `MaxPoolChannelsLast` / `AveragePoolChannelsLast` over `X[N, spatial…, C]`.
+fn pool(at: &At, max: bool, channels_last: bool) -> Result<Typed, GraphError> {
     if max {
         at.only_first_output("indices of the maxima")?;
         at.must_be("storage_order", 0, "row-major indices")?;
     }
-    let x = at.shape(0)?.to_vec();
+    let x = if channels_last {
+        layout::channels_first(at.shape(0)?)
+    } else {
+        at.shape(0)?.to_vec()
+    };
     if x.len() < 3 {
         return Err(at.bad(format!("its input {x:?} has no spatial axes")));
     }
@@ -719,6 +744,12 @@ fn pool(at: &At, max: bool) -> Result<Typed, GraphError> {
         dilations,
         ceil_mode,
         count_include_pad,
+        channels_last,
+    };
+    let out = if channels_last {
+        layout::channels_last(&out)
+    } else {
+        out
     };
     let op = if max {
         Op::MaxPool(attrs)

@@ -2,9 +2,9 @@
 //! before lowering (like Halide's lowering passes or TVM's pass list).
 //!
 //! ```text
-//! fold_constants ─► fold_batch_norm ─► pointwise_convolutions_as_matmuls
-//!                ─► recognise_layer_norm ─► eliminate_common_subexpressions
-//!                ─► eliminate_dead_nodes
+//! fold_constants ─► fold_batch_norm ─► channels_last
+//!                ─► pointwise_convolutions_as_matmuls ─► recognise_layer_norm
+//!                ─► eliminate_common_subexpressions ─► eliminate_dead_nodes
 //! ```
 //!
 //! Each pass takes a graph and returns a new one with the same outputs for
@@ -15,6 +15,7 @@
 
 mod batch_norm;
 mod broadcast;
+mod channels_last;
 mod common_subexpressions;
 mod constants;
 mod dead_nodes;
@@ -29,6 +30,7 @@ pub(crate) mod test_support;
 
 use std::fmt;
 
+pub use channels_last::CHANNELS_LAST_SUFFIX;
 pub use host_eval::{Engine, evaluate_graph, evaluate_lowered, evaluate_node};
 pub use invariants::check_graph;
 
@@ -119,8 +121,13 @@ pub const PASSES: &[Pass] = &[
         rewrite: batch_norm::fold_batch_norm,
     },
     Pass {
+        name: "channels_last",
+        description: "runs 2-D convolutions (constant weight, one group; none where the graph has grouped ones), and the pools and elementwise nodes their results reach, channels last [N,H,W,C], weights folded into [R,S,C,K], with layout transforms at the boundaries",
+        rewrite: channels_last::channels_last,
+    },
+    Pass {
         name: "pointwise_convolutions_as_matmuls",
-        description: "rewrites a 1×1 convolution (stride 1, no padding, batch 1, constant weight) as a MatMul on the input viewed as [C, H·W], with the elementwise nodes only its result feeds",
+        description: "rewrites a 1×1 convolution (stride 1, no padding, batch 1, constant weight) as a MatMul on the input viewed as [C, H·W] ([H·W, C] channels last), with the elementwise nodes only its result feeds",
         rewrite: pointwise_conv::pointwise_convolutions_as_matmuls,
     },
     Pass {
@@ -225,7 +232,13 @@ mod tests {
         let listed: Vec<&str> = PASSES.iter().map(|p| p.name).collect();
         assert_eq!(names, listed);
         let ops: Vec<&str> = after.nodes.iter().map(|n| n.op.name()).collect();
-        assert_eq!(ops, ["Conv", "Relu", "Add"], "{reports:?}");
+        // The convolution runs channels last: its input goes in, its
+        // result comes out, by a Transpose each.
+        assert_eq!(
+            ops,
+            ["Transpose", "Conv", "Relu", "Add", "Transpose"],
+            "{reports:?}"
+        );
         assert_eq!(after.constants.len(), 2, "{:?}", after.constants.keys());
         assert_eq!(count(&after, "Mul"), 0);
         assert_same_outputs(&before, &after, 1e-5);

@@ -18,11 +18,15 @@
 //! (no kernel, no copy), so the fused task becomes a `matmul+Add+Clip`
 //! whose micro-kernel runs along the whole feature map, instead of a
 //! convolution's along one output row, and the tuned GEMM path applies.
+//!
+//! A channels-last convolution (`X[1,H,W,C]`, `W[1,1,C,K]`) becomes the
+//! product the other way round, `X[H·W, C] · W[C, K]`, its bias `[1, K]`
+//! and its view `[H·W, K]`.
 
 use std::collections::BTreeMap;
 
 use crate::graph::error::GraphError;
-use crate::graph::ir::{BinaryOp, Graph, Node, Op, TensorInfo};
+use crate::graph::ir::{BinaryOp, Graph, Node, Op, TensorInfo, layout};
 use crate::te::HostTensor;
 
 use super::broadcast::broadcasts_per_channel;
@@ -137,16 +141,33 @@ fn plan(graph: &Graph, conv: usize) -> Option<Rewrite> {
     if graph.constant(x).is_some() {
         return None;
     }
+    let channels_last = attrs.channels_last;
     let (x_shape, y_shape) = (graph.shape(x), graph.shape(y));
     let weight = graph.constant(&node.inputs[1])?;
-    let &[1, c, ref x_spatial @ ..] = x_shape else {
+    let (x_first, y_first) = if channels_last {
+        (
+            layout::channels_first(x_shape),
+            layout::channels_first(y_shape),
+        )
+    } else {
+        (x_shape.to_vec(), y_shape.to_vec())
+    };
+    let &[1, c, ref x_spatial @ ..] = x_first.as_slice() else {
         return None;
     };
-    let &[1, k, ref y_spatial @ ..] = y_shape else {
+    let &[1, k, ref y_spatial @ ..] = y_first.as_slice() else {
         return None;
     };
-    let mut weight_shape = vec![k, c];
-    weight_shape.extend(std::iter::repeat_n(1, x_spatial.len()));
+    let weight_shape: Vec<usize> = if channels_last {
+        std::iter::repeat_n(1, x_spatial.len())
+            .chain([c, k])
+            .collect()
+    } else {
+        [k, c]
+            .into_iter()
+            .chain(std::iter::repeat_n(1, x_spatial.len()))
+            .collect()
+    };
     if x_spatial.is_empty() || x_spatial != y_spatial || weight.shape() != weight_shape {
         return None;
     }
@@ -161,7 +182,12 @@ fn plan(graph: &Graph, conv: usize) -> Option<Rewrite> {
         None => None,
     };
     let hw: usize = x_spatial.iter().product();
-    let view = [k, hw];
+    // Channels first: `W[K, C] · X[C, HW]`; channels last: `X[HW, C] · W[C, K]`.
+    let (view, x_matrix, w_matrix, per_channel) = if channels_last {
+        ([hw, k], [hw, c], [c, k], [1, k])
+    } else {
+        ([k, hw], [c, hw], [k, c], [k, 1])
+    };
 
     let mut names = FreshNames::new(graph);
     let mut constants = Vec::new();
@@ -184,10 +210,10 @@ fn plan(graph: &Graph, conv: usize) -> Option<Rewrite> {
         &mut constants,
         &format!("{}.matrix_weight", node.name),
         weight,
-        &[k, c],
+        &w_matrix,
     )?;
     let x_view = names.tensor(&format!("{x}.as_matrix"));
-    tensors.push((x_view.clone(), TensorInfo::f32(&[c, hw])));
+    tensors.push((x_view.clone(), TensorInfo::f32(&x_matrix)));
     let product = names.tensor(&format!("{y}.as_matrix"));
     tensors.push((product.clone(), TensorInfo::f32(&view)));
     let mut at_conv = vec![
@@ -201,7 +227,11 @@ fn plan(graph: &Graph, conv: usize) -> Option<Rewrite> {
             // The product keeps the convolution's name (and so its group's).
             name: node.name.clone(),
             op: Op::MatMul,
-            inputs: vec![matrix_weight, x_view],
+            inputs: if channels_last {
+                vec![x_view, matrix_weight]
+            } else {
+                vec![matrix_weight, x_view]
+            },
             outputs: vec![product.clone()],
         },
     ];
@@ -212,7 +242,7 @@ fn plan(graph: &Graph, conv: usize) -> Option<Rewrite> {
             &mut constants,
             &format!("{}.matrix_bias", node.name),
             bias,
-            &[k, 1],
+            &per_channel,
         )?;
         let biased = names.tensor(&format!("{y}.biased"));
         tensors.push((biased.clone(), TensorInfo::f32(&view)));
@@ -244,7 +274,9 @@ fn plan(graph: &Graph, conv: usize) -> Option<Rewrite> {
             break;
         };
         let follower = &graph.nodes[j];
-        let Some(operands) = follower_operands(graph, follower, &last, y_shape, &view) else {
+        let Some(operands) =
+            follower_operands(graph, follower, &last, y_shape, &view, channels_last)
+        else {
             break;
         };
         let [out] = follower.outputs.as_slice() else {
@@ -306,15 +338,29 @@ fn plan(graph: &Graph, conv: usize) -> Option<Rewrite> {
     })
 }
 
+/// Whether a constant of `shape` holds one value per channel of a
+/// channels-last tensor of shape `target`: every dimension 1 but the last,
+/// which is the target's last (leading dimensions may be missing).
+fn broadcasts_along_last(shape: &[usize], target: &[usize]) -> bool {
+    match (shape.split_last(), target.last()) {
+        (Some((&channels, rest)), Some(&want)) => {
+            channels == want && shape.len() <= target.len() && rest.iter().all(|&e| e == 1)
+        }
+        _ => false,
+    }
+}
+
 /// For each input of `follower` (which reads `tensor`, of shape `full`,
 /// once): `None` for `tensor` itself, else how the operand reads in the
-/// `view` (`[K, H·W]`). `None` altogether when `follower` cannot move.
+/// `view` (`[K, H·W]`, or `[H·W, K]` channels last). `None` altogether
+/// when `follower` cannot move.
 fn follower_operands(
     graph: &Graph,
     follower: &Node,
     tensor: &str,
     full: &[usize],
     view: &[usize; 2],
+    channels_last: bool,
 ) -> Option<Vec<Option<Operand>>> {
     let elementwise = matches!(
         follower.op,
@@ -345,7 +391,10 @@ fn follower_operands(
                 // most two dimensions not to widen the result's rank.
                 _ if elements == 1 && shape.len() <= 2 => Operand::Same(input.clone()),
                 Some(value) if elements == 1 => Operand::Constant(reshaped(value, &[1])?),
-                Some(value) if broadcasts_per_channel(shape, full) => {
+                Some(value) if channels_last && broadcasts_along_last(shape, full) => {
+                    Operand::Constant(reshaped(value, &[1, view[1]])?)
+                }
+                Some(value) if !channels_last && broadcasts_per_channel(shape, full) => {
                     Operand::Constant(reshaped(value, &[view[0], 1])?)
                 }
                 Some(value) if without_leading_ones(shape) == whole => {
@@ -375,6 +424,7 @@ mod tests {
             pads_end: vec![pad, pad],
             dilations: vec![1, 1],
             group,
+            channels_last: false,
         })
     }
 

@@ -95,6 +95,7 @@ pub(crate) fn conv3x3() -> Op {
         pads_end: vec![1, 1],
         dilations: vec![1, 1],
         group: 1,
+        channels_last: false,
     })
 }
 

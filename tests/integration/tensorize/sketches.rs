@@ -17,7 +17,7 @@ use tessera::tir;
 /// an implicit GEMM over a padded input). The others (grouped, depthwise
 /// and transposed convolutions, pooling, normalisation, elementwise) have
 /// no m axis A reads and B does not, or a strided B.
-const ELIGIBLE: [&str; 14] = [
+const ELIGIBLE: [&str; 15] = [
     "matmul",
     "matmul_nt",
     "batch_matmul",
@@ -28,6 +28,7 @@ const ELIGIBLE: [&str; 14] = [
     "conv2d",
     "conv2d_bias",
     "conv2d_nhwc",
+    "conv2d_nhwc_bias",
     "conv3d",
     "conv2d_capsule",
     "conv2d_bn_relu",
