@@ -225,6 +225,21 @@ pub fn small_cases() -> Vec<(&'static str, Vec<(&'static str, i64)>)> {
                 ("dilation", 1),
             ],
         ),
+        (
+            "conv2d_nhwc_bias",
+            vec![
+                ("N", 1),
+                ("C", 3),
+                ("H", 7),
+                ("W", 6),
+                ("K", 4),
+                ("R", 3),
+                ("S", 3),
+                ("stride", 1),
+                ("pad", 1),
+                ("dilation", 1),
+            ],
+        ),
     ]
 }
 
