@@ -292,7 +292,7 @@ impl<'g> Rewriter<'g> {
                         .into_iter()
                         .zip(&node.inputs)
                         .map(|(operand, input)| match operand {
-                            Operand::Same => input.clone(),
+                            Operand::Same => self.read_first(input),
                             Operand::Last => self.read_last(input),
                             Operand::Constant(value) => {
                                 self.constant(&format!("{input}{CHANNELS_LAST_SUFFIX}"), value)
@@ -623,6 +623,31 @@ mod tests {
             "2 nodes run channels last (2 layout transforms at the boundaries)"
         );
         assert_same_outputs(&before, &after, 1e-5);
+    }
+
+    #[test]
+    fn a_one_value_operand_made_channels_last_is_read_back() {
+        // `b` holds one value, made channels last by its convolution: the
+        // Add reads it as it is, so it comes back channels first (a Reshape).
+        let before = Builder::new()
+            .input("x", &[1, 2, 3, 3])
+            .constant("wa", &[4, 2, 3, 3])
+            .constant("wb", &[1, 2, 3, 3])
+            .node("a", conv3x3(), &["x", "wa"], "a", &[1, 4, 3, 3])
+            .node("b", conv(3, 1, 0, 1), &["x", "wb"], "b", &[1, 1, 1, 1])
+            .node(
+                "add",
+                Op::Binary(BinaryOp::Add),
+                &["a", "b"],
+                "y",
+                &[1, 4, 3, 3],
+            )
+            .outputs(&["y"]);
+        let (after, _) = rewritten(&before);
+        assert_same_outputs(&before, &after, 1e-5);
+        let add = after.nodes.iter().find(|n| n.name == "add").expect("add");
+        assert_eq!(add.inputs[1], "b");
+        assert_eq!(count(&after, "Reshape"), 1);
     }
 
     #[test]
