@@ -569,47 +569,37 @@ fn conv2d_nhwc_ref(
 }
 
 fn check_conv2d_nhwc() {
-    for (case, &[n, c, h, w, k, r, s, st, pad, dil]) in CONV2D_CASES.iter().enumerate() {
-        let params = named(&CONV2D_NAMES, &[n, c, h, w, k, r, s, st, pad, dil]);
-        let ran = run(
-            "conv2d_nhwc",
-            &params,
-            &[&[n, h, w, c], &[r, s, c, k]],
-            1200 + 10 * case as u64,
-        );
-        let (oshape, want) = conv2d_nhwc_ref(
-            &ran.inputs[0],
-            &ran.inputs[1],
-            [n, h, w, c],
-            [r, s, k],
-            st,
-            pad,
-            dil,
-        );
-        assert_close(&ran, &oshape, &want);
-    }
+    check_conv2d_nhwc_with(false);
 }
 
 fn check_conv2d_nhwc_bias() {
+    check_conv2d_nhwc_with(true);
+}
+
+/// conv2d_nhwc, or conv2d_nhwc_bias (`+ bias[k]`), on every case.
+fn check_conv2d_nhwc_with(with_bias: bool) {
     for (case, &[n, c, h, w, k, r, s, st, pad, dil]) in CONV2D_CASES.iter().enumerate() {
         let params = named(&CONV2D_NAMES, &[n, c, h, w, k, r, s, st, pad, dil]);
-        let ran = run(
-            "conv2d_nhwc_bias",
-            &params,
-            &[&[n, h, w, c], &[r, s, c, k], &[k]],
-            1250 + 10 * case as u64,
-        );
+        let (dshape, wshape, bshape) = ([n, h, w, c], [r, s, c, k], [k]);
+        let (op, shapes, seed): (&str, Vec<&[usize]>, u64) = if with_bias {
+            ("conv2d_nhwc_bias", vec![&dshape, &wshape, &bshape], 1250)
+        } else {
+            ("conv2d_nhwc", vec![&dshape, &wshape], 1200)
+        };
+        let ran = run(op, &params, &shapes, seed + 10 * case as u64);
         let (oshape, mut want) = conv2d_nhwc_ref(
             &ran.inputs[0],
             &ran.inputs[1],
-            [n, h, w, c],
+            dshape,
             [r, s, k],
             st,
             pad,
             dil,
         );
-        for (i, v) in want.iter_mut().enumerate() {
-            *v += ran.inputs[2][i % k];
+        if with_bias {
+            for (i, v) in want.iter_mut().enumerate() {
+                *v += ran.inputs[2][i % k];
+            }
         }
         assert_close(&ran, &oshape, &want);
     }

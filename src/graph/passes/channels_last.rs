@@ -387,7 +387,7 @@ enum Operand {
 mod tests {
     use super::super::check_graph;
     use super::super::pointwise_conv::pointwise_convolutions_as_matmuls;
-    use super::super::test_support::{Builder, assert_same_outputs, conv3x3, count};
+    use super::super::test_support::{Builder, assert_same_outputs, conv, conv3x3, count, node};
     use super::*;
     use crate::graph::ir::{BinaryOp, ConvAttrs, PoolAttrs, UnaryOp};
 
@@ -395,18 +395,6 @@ mod tests {
         let (after, summary) = channels_last(graph.clone()).expect("runs");
         check_graph(&after).expect("the invariants hold");
         (after, summary)
-    }
-
-    fn conv(kernel: i64, stride: i64, pad: i64, group: i64) -> Op {
-        Op::Conv(ConvAttrs {
-            kernel: vec![kernel, kernel],
-            strides: vec![stride, stride],
-            pads_begin: vec![pad, pad],
-            pads_end: vec![pad, pad],
-            dilations: vec![1, 1],
-            group,
-            channels_last: false,
-        })
     }
 
     fn max_pool() -> Op {
@@ -511,11 +499,11 @@ mod tests {
         assert_eq!(count(&after, "Transpose"), 2);
         assert_eq!(count(&after, "ReduceMean"), 1);
         assert_eq!(count(&after, "GlobalAveragePool"), 0);
-        let stem = after.nodes.iter().find(|n| n.name == "stem").expect("stem");
+        let stem = node(&after, "stem");
         assert_eq!(after.shape(&stem.inputs[0]), [1, 9, 9, 3]);
         assert_eq!(after.shape(&stem.inputs[1]), [3, 3, 3, 4]);
         assert_eq!(after.shape(&stem.outputs[0]), [1, 9, 9, 4]);
-        let scale = after.nodes.iter().find(|n| n.name == "mul").expect("mul");
+        let scale = node(&after, "mul");
         assert_eq!(after.shape(&scale.inputs[1]), [1, 1, 1, 6]);
     }
 
@@ -527,7 +515,7 @@ mod tests {
         check_graph(&after).expect("the invariants hold");
         assert!(summary.starts_with("rewrote 1 pointwise"), "{summary}");
         assert_same_outputs(&before, &after, 1e-5);
-        let product = after.nodes.iter().find(|n| n.name == "proj").expect("proj");
+        let product = node(&after, "proj");
         assert!(matches!(product.op, Op::MatMul));
         assert_eq!(after.shape(&product.inputs[0]), [25, 4]);
         assert_eq!(after.shape(&product.inputs[1]), [4, 6]);
@@ -574,15 +562,11 @@ mod tests {
             .outputs(&["y", "o"]);
         let (after, _) = rewritten(&before);
         assert_same_outputs(&before, &after, 1e-5);
-        let pre = after.nodes.iter().find(|n| n.name == "pre").expect("pre");
+        let pre = node(&after, "pre");
         assert_eq!(after.shape(&pre.outputs[0]), [1, 2, 5, 5]);
-        let other = after
-            .nodes
-            .iter()
-            .find(|n| n.name == "other")
-            .expect("other");
+        let other = node(&after, "other");
         assert_eq!(other.inputs, ["r", "bcast"]);
-        let clip = after.nodes.iter().find(|n| n.name == "clip").expect("clip");
+        let clip = node(&after, "clip");
         assert_eq!(after.shape(&clip.outputs[0]), [1, 5, 5, 3]);
     }
 
@@ -645,7 +629,7 @@ mod tests {
             .outputs(&["y"]);
         let (after, _) = rewritten(&before);
         assert_same_outputs(&before, &after, 1e-5);
-        let add = after.nodes.iter().find(|n| n.name == "add").expect("add");
+        let add = node(&after, "add");
         assert_eq!(add.inputs[1], "b");
         assert_eq!(count(&after, "Reshape"), 1);
     }

@@ -411,35 +411,19 @@ fn follower_operands(
 #[cfg(test)]
 mod tests {
     use super::super::check_graph;
-    use super::super::test_support::{Builder, assert_same_outputs, conv3x3, count};
+    use super::super::test_support::{Builder, assert_same_outputs, conv, conv3x3, count, node};
     use super::*;
-    use crate::graph::ir::{ConvAttrs, UnaryOp};
+    use crate::graph::ir::UnaryOp;
 
     /// A 1×1 convolution with these strides, padding and groups.
     fn conv1x1(stride: i64, pad: i64, group: i64) -> Op {
-        Op::Conv(ConvAttrs {
-            kernel: vec![1, 1],
-            strides: vec![stride, stride],
-            pads_begin: vec![pad, pad],
-            pads_end: vec![pad, pad],
-            dilations: vec![1, 1],
-            group,
-            channels_last: false,
-        })
+        conv(1, stride, pad, group)
     }
 
     fn rewritten(graph: &Graph) -> (Graph, String) {
         let (after, summary) = pointwise_convolutions_as_matmuls(graph.clone()).expect("runs");
         check_graph(&after).expect("the invariants hold");
         (after, summary)
-    }
-
-    fn node<'g>(graph: &'g Graph, name: &str) -> &'g Node {
-        graph
-            .nodes
-            .iter()
-            .find(|n| n.name == name)
-            .unwrap_or_else(|| panic!("no node '{name}'"))
     }
 
     #[test]

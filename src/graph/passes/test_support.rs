@@ -86,17 +86,32 @@ impl Builder {
     }
 }
 
-/// A 3×3 convolution, stride 1, pad 1.
-pub(crate) fn conv3x3() -> Op {
+/// A channels-first convolution with a `kernel`×`kernel` window and these
+/// strides, padding and groups.
+pub(crate) fn conv(kernel: i64, stride: i64, pad: i64, group: i64) -> Op {
     Op::Conv(ConvAttrs {
-        kernel: vec![3, 3],
-        strides: vec![1, 1],
-        pads_begin: vec![1, 1],
-        pads_end: vec![1, 1],
+        kernel: vec![kernel, kernel],
+        strides: vec![stride, stride],
+        pads_begin: vec![pad, pad],
+        pads_end: vec![pad, pad],
         dilations: vec![1, 1],
-        group: 1,
+        group,
         channels_last: false,
     })
+}
+
+/// A 3×3 convolution, stride 1, pad 1.
+pub(crate) fn conv3x3() -> Op {
+    conv(3, 1, 1, 1)
+}
+
+/// The node of `graph` named `name`.
+pub(crate) fn node<'g>(graph: &'g Graph, name: &str) -> &'g Node {
+    graph
+        .nodes
+        .iter()
+        .find(|n| n.name == name)
+        .unwrap_or_else(|| panic!("no node '{name}'"))
 }
 
 /// How many nodes of `graph` have op type `op_type`.
