@@ -101,8 +101,52 @@ impl Affine {
             ExprKind::Const(Const::Int(v)) => {
                 self.constant = self.constant.wrapping_add(scale.wrapping_mul(*v));
             }
+            ExprKind::Binary(op @ (BinOp::FloorDiv | BinOp::FloorMod), x, d) if linear_node => {
+                match d.as_int().filter(|&d| d != 0) {
+                    Some(d) if self.merges_with_partner(*op, x, d, scale, how) => {}
+                    _ => self.add_term(e, scale),
+                }
+            }
             _ => self.add_term(e, scale),
         }
+    }
+
+    /// Adds `scale × (x op d)` as `b × x` when the form already holds the
+    /// other half of `d·floordiv(x, d) + floormod(x, d) = x` with the
+    /// coefficient that completes it (`b·d` on the quotient, `b` on the
+    /// remainder): the row-major offset of a fused loop's two parts, e.g. a
+    /// window's column and channel read as one contiguous run.
+    fn merges_with_partner(
+        &mut self,
+        op: BinOp,
+        x: &Expr,
+        d: i64,
+        scale: i64,
+        how: Decompose,
+    ) -> bool {
+        let (partner_op, wanted) = match op {
+            BinOp::FloorDiv => (BinOp::FloorMod, None),
+            _ => (BinOp::FloorDiv, Some(scale.wrapping_mul(d))),
+        };
+        let position = self.terms.iter().position(|(atom, c)| {
+            matches!(atom.kind(), ExprKind::Binary(o, px, pd)
+                if *o == partner_op && pd.as_int() == Some(d) && px == x)
+                && match wanted {
+                    Some(quotient) => *c == quotient,
+                    None => c.wrapping_mul(d) == scale,
+                }
+        });
+        let Some(position) = position else {
+            return false;
+        };
+        let (_, partner) = self.terms.remove(position);
+        let remainder = if op == BinOp::FloorMod {
+            scale
+        } else {
+            partner
+        };
+        self.add_expr(x, remainder, how);
+        true
     }
 
     /// Adds `coefficient × atom`, merging with an equal atom.

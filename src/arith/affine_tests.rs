@@ -149,3 +149,30 @@ fn compact_expression() {
     let rebuilt = Affine::of(&e).to_expr();
     assert_eq!(Affine::of(&rebuilt), Affine::of(&e));
 }
+
+#[test]
+fn a_quotient_and_remainder_that_complete_each_other_are_their_dividend() {
+    let (ow, f) = (var("ow", 112), var("f", 21));
+    // The flat offset of `pad[ow·2 + f/3, f%3]` in rows of 3: `ow·6 + f`.
+    let index = [ow.expr() * 2 + floordiv(f.expr(), 3), floormod(f.expr(), 3)];
+    let form = Affine::flat(&index, &[230, 3], Decompose::EXACT);
+    assert_eq!(form.coefficient(f.id()), Some(1));
+    assert_eq!(form.coefficient(ow.id()), Some(6));
+    // In either order, scaled, and with a negative divisor.
+    for (e, coefficient) in [
+        ((floormod(f.expr(), 3) + floordiv(f.expr(), 3) * 3) * 5, 5),
+        (floordiv(f.expr(), -4) * -4 + floormod(f.expr(), -4), 1),
+    ] {
+        let form = Affine::of(&e);
+        assert_eq!(form.coefficient(f.id()), Some(coefficient), "{e}");
+        assert_eq!(form.terms.len(), 1, "{e}");
+    }
+    // Halves that do not complete each other stay atoms.
+    for e in [
+        floordiv(f.expr(), 3) * 2 + floormod(f.expr(), 3),
+        floordiv(f.expr(), 3) * 3 + floormod(f.expr(), 4),
+        floordiv(f.expr(), 3) * 3 + floormod(ow.expr(), 3),
+    ] {
+        assert_eq!(Affine::of(&e).coefficient(f.id()), None, "{e}");
+    }
+}

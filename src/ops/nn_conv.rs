@@ -254,6 +254,9 @@ pub(crate) fn conv2d_nhwc_stage(
     let (st, pd, dil) = (p.get("stride"), p.get("pad"), p.get("dilation"));
     let (oh, ow) = (out_extent(op, p, "H", "R")?, out_extent(op, p, "W", "S")?);
     let padded = pad_dims(data, &[1, 2], pd, 0.0);
+    if s > 1 && dil == 1 && c < SHORT_CHANNEL_RUN {
+        return Ok(conv2d_nhwc_row_taps(p, &padded, weight, [oh, ow]));
+    }
     let (rr, rs, rc) = (
         reduce_axis(r, "rr"),
         reduce_axis(s, "rs"),
@@ -270,6 +273,42 @@ pub(crate) fn conv2d_nhwc_stage(
             [&rr, &rs, &rc],
         )
     }))
+}
+
+/// Input channels fewer than this make a short reduction run for a
+/// micro-kernel call (its accumulator tile loaded and stored for a few
+/// multiply-adds); an NHWC convolution over so few channels reduces over a
+/// window row at once ([`conv2d_nhwc_row_taps`]). With more, the channels
+/// alone are a long enough `k`, and the taps stay loops outside the kernel.
+const SHORT_CHANNEL_RUN: i64 = 16;
+
+/// The NHWC convolution with the window's columns and the channels as one
+/// reduction `rsc` over `S·C`: without dilation, tap `(s, c)` of a window row
+/// is element `s·C + c` of one contiguous run, in the padded input (from
+/// `x·stride·C`) as in the weight (`[R, S·C, K]`), so a micro-kernel reads
+/// all of it in one call — a long `k` even where `C` alone is short (an
+/// image's 3 channels).
+fn conv2d_nhwc_row_taps(
+    p: &ShapeParams,
+    padded: &Tensor,
+    weight: &Tensor,
+    [oh, ow]: [i64; 2],
+) -> Tensor {
+    let (n, c, k) = (p.get("N"), p.get("C"), p.get("K"));
+    let (r, s, st) = (p.get("R"), p.get("S"), p.get("stride"));
+    let (rr, rsc) = (reduce_axis(r, "rr"), reduce_axis(s * c, "rsc"));
+    let (column, channel) = (floordiv(&rsc, c), floormod(&rsc, c));
+    compute("conv2d_nhwc", &[n, oh, ow, k], |ix| {
+        sum(
+            padded.at([
+                ix[0].clone(),
+                window(&ix[1], &rr, st, 1),
+                window(&ix[2], &column, st, 1),
+                channel.clone(),
+            ]) * weight.at([&rr, &column, &channel, &ix[3]]),
+            [&rr, &rsc],
+        )
+    })
 }
 
 fn build_conv2d_nhwc(p: &ShapeParams) -> Result<ComputeDag, OpError> {

@@ -499,7 +499,7 @@ mod shipped {
             println!("{name} ({}): mean pairwise {mean:.3}", header.learner);
             assert!(
                 mean >= MIN_MEAN_PAIRWISE,
-                "{name}: mean pairwise accuracy {mean:.3} on the committed records (measured 0.83 when committed)"
+                "{name}: mean pairwise accuracy {mean:.3} on the committed records (0.79 for pretrained.model and 0.82 for the device model when committed)"
             );
             assert!(
                 below.len() <= WORKLOADS_MAY_MISS,

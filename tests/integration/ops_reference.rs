@@ -463,13 +463,17 @@ const CONV2D_NAMES: [&str; 10] = [
 ];
 
 /// N, C, H, W, K, R, S, stride, pad, dilation.
-const CONV2D_CASES: [[usize; 10]; 6] = [
+// NHWC convolutions over fewer than 16 channels without dilation reduce
+// over a window row at once; the last case has enough channels to keep the
+// taps apart.
+const CONV2D_CASES: [[usize; 10]; 7] = [
     [1, 3, 7, 6, 4, 3, 2, 2, 1, 1],
     [2, 2, 9, 9, 3, 3, 3, 1, 2, 2],
     [1, 5, 5, 7, 2, 1, 3, 1, 0, 1],
     [2, 3, 8, 5, 2, 2, 3, 3, 1, 1],
     [1, 1, 3, 3, 1, 3, 3, 1, 0, 1],
     [1, 2, 7, 9, 3, 2, 3, 2, 2, 2],
+    [1, 17, 5, 6, 3, 3, 2, 1, 1, 1],
 ];
 
 fn check_conv2d() {

@@ -13,7 +13,7 @@
 //! GEMMs here: n runs along the output row, k along the input channels,
 //! and the kernel window's loops stay outside the block.
 
-use crate::arith::Affine;
+use crate::arith::{Affine, Decompose};
 use crate::runtime::Target;
 use crate::runtime::micro_kernels::MicroKernel;
 use crate::schedule::Step;
@@ -86,17 +86,24 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
             layout
         })
     });
-    let m = op
-        .axes
-        .iter()
-        .rev()
-        .find(|a| a.id() != n.id() && a.extent() > 1 && uses(&a_idx, a) && !uses(&b_idx, a))?
-        .clone();
     let k = reduction
         .axes
         .iter()
         .filter(|r| r.extent() > 1 && uses(&a_idx, r) && uses(&b_idx, r))
         .max_by_key(|r| r.extent())?
+        .clone();
+    // The kernel steps through B along k by one stride, which a transposing
+    // copy can break: a window's column and channel fused into one k are a
+    // contiguous run only in B's own layout. Then B goes through a panel.
+    let (b_direct, b_layout) = match &b_layout {
+        Some(layout) if !linear_in(&k, b_t.shape(), &b_idx, layout) => (None, None),
+        _ => (b_direct, b_layout),
+    };
+    let m = op
+        .axes
+        .iter()
+        .rev()
+        .find(|a| a.id() != n.id() && a.extent() > 1 && uses(&a_idx, a) && !uses(&b_idx, a))?
         .clone();
     let materialize = [&a_t, &b_t]
         .into_iter()
@@ -136,6 +143,16 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
         b_panel,
         materialize,
     })
+}
+
+/// Whether a read `index` of a tensor of `shape`, its dimensions stored in
+/// the order `layout`, moves by one fixed stride per step of `k`.
+fn linear_in(k: &Var, shape: &[i64], index: &[crate::te::Expr], layout: &[usize]) -> bool {
+    let (index, shape): (Vec<_>, Vec<_>) =
+        layout.iter().map(|&d| (index[d].clone(), shape[d])).unzip();
+    Affine::flat(&index, &shape, Decompose::default())
+        .coefficient(k.id())
+        .is_some()
 }
 
 /// The stage's axes B's index uses, in the panel order that makes the

@@ -589,3 +589,33 @@ fn stencil_rows_apply_to_a_depthwise_window_and_not_to_a_gemm() {
     let wide = crate::runtime::stencil::allowed_isas(&Target::from_env());
     assert_eq!(stencil.is_empty(), wide.is_empty(), "{stencil:?}");
 }
+
+#[test]
+fn a_short_channel_nhwc_convolution_is_tensorized_over_a_whole_window_row() {
+    // The depth (kc) of every tensorized block of `op` at `shape`.
+    let depths = |shape: &str| -> Vec<(String, i64)> {
+        sketches_of("conv2d_nhwc_bias", shape)
+            .iter()
+            .filter(|s| s.name.contains(":tensorize("))
+            .flat_map(|s| s.steps.iter())
+            .filter_map(|step| match step {
+                SketchStep::Tile {
+                    iter,
+                    extent,
+                    role: TileRole::KernelDepth,
+                    ..
+                } => Some((iter.clone(), *extent)),
+                _ => None,
+            })
+            .collect()
+    };
+    // An image's 3 channels: the 7 columns and 3 channels of a window row
+    // are one contiguous run of 21, one kernel call's k.
+    let stem = depths("N=1,C=3,H=32,W=32,K=64,R=7,S=7,stride=2,pad=3");
+    assert!(!stem.is_empty());
+    assert!(stem.iter().all(|d| d == &("rsc".to_string(), 21)), "{stem:?}");
+    // With 16 channels or more, the channels alone are k.
+    let wide = depths("N=1,C=16,H=8,W=8,K=32,R=3,S=3,stride=1,pad=1");
+    assert!(!wide.is_empty());
+    assert!(wide.iter().all(|d| d == &("rc".to_string(), 16)), "{wide:?}");
+}
