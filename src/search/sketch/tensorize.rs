@@ -37,6 +37,8 @@ struct GemmShape {
     k: Var,
     /// The operand read along n.
     b_operand: String,
+    /// Its size in bytes.
+    b_bytes: u64,
     /// Whether the kernel can read B where it is (or through a packing
     /// copy): B's n dimension is read with stride 1.
     b_direct: bool,
@@ -136,6 +138,12 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
         n,
         k,
         b_operand: b_t.name().to_string(),
+        b_bytes: b_t
+            .shape()
+            .iter()
+            .map(|&d| d.max(0) as u64)
+            .product::<u64>()
+            * 4,
         a_operand: a_t.name().to_string(),
         a_panel,
         b_direct: b_direct.is_some(),
@@ -272,9 +280,17 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
             .collect()
     };
     let stage_names: Vec<String> = op.axes.iter().map(|a| a.name().to_string()).collect();
+    // A B larger than L2 streams from memory: read in place, the kernel
+    // walks it a row of n at a time at its full row stride (a weight's
+    // `[R, S, C, K]`); packed, each n block's panel streams contiguously
+    // (and a constant weight's packing copy is laid out ahead of time). A
+    // measurement that repeats the kernel keeps B in L3 and cannot tell
+    // the two apart, so only the packed read is offered.
+    let streamed = target.data_cache_bytes(2).is_some_and(|l2| g.b_bytes > l2);
     let mut packs = match (g.b_direct, &g.b_layout) {
         (false, _) => vec![],
         (true, Some(_)) => vec![PackHow::Transposed],
+        (true, None) if streamed => vec![PackHow::Copy],
         (true, None) => vec![PackHow::None, PackHow::Copy],
     };
     if g.b_panel.is_some() {

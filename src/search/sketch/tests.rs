@@ -613,9 +613,39 @@ fn a_short_channel_nhwc_convolution_is_tensorized_over_a_whole_window_row() {
     // are one contiguous run of 21, one kernel call's k.
     let stem = depths("N=1,C=3,H=32,W=32,K=64,R=7,S=7,stride=2,pad=3");
     assert!(!stem.is_empty());
-    assert!(stem.iter().all(|d| d == &("rsc".to_string(), 21)), "{stem:?}");
+    assert!(
+        stem.iter().all(|d| d == &("rsc".to_string(), 21)),
+        "{stem:?}"
+    );
     // With 16 channels or more, the channels alone are k.
     let wide = depths("N=1,C=16,H=8,W=8,K=32,R=3,S=3,stride=1,pad=1");
     assert!(!wide.is_empty());
-    assert!(wide.iter().all(|d| d == &("rc".to_string(), 16)), "{wide:?}");
+    assert!(
+        wide.iter().all(|d| d == &("rc".to_string(), 16)),
+        "{wide:?}"
+    );
+}
+
+#[test]
+fn a_b_operand_larger_than_l2_is_read_only_through_a_packing_copy() {
+    let target = Target::from_env();
+    if target.kernels().is_empty() {
+        eprintln!("skipped: no micro-kernel on this target");
+        return;
+    }
+    let Some(l2) = target.data_cache_bytes(2) else {
+        eprintln!("skipped: this machine's L2 size is unknown");
+        return;
+    };
+    // B is 64 MB: beyond any L2.
+    assert!(4096 * 4096 * 4 > l2);
+    let large = sketches_of("matmul", "M=16,N=4096,K=4096");
+    let tensorized: Vec<&Sketch> = large
+        .iter()
+        .filter(|s| s.name.contains(":tensorize("))
+        .collect();
+    assert!(!tensorized.is_empty());
+    for sketch in &tensorized {
+        assert!(sketch.name.ends_with("+pack(B)"), "{}", sketch.name);
+    }
 }
