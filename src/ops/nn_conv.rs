@@ -243,6 +243,14 @@ fn conv2d_nchw(op: &str, p: &ShapeParams) -> Result<(Tensor, Tensor, Tensor), Op
 }
 
 /// The NHWC convolution stage over `data[N,H,W,C]` and `weight[R,S,C,K]`.
+///
+/// Over fewer than [`SHORT_CHANNEL_RUN`] channels without dilation, the
+/// window's columns and the channels are one reduction `rsc` over `S·C`:
+/// tap `(s, c)` of a window row is element `s·C + c` of one contiguous run,
+/// in the padded input (from `x·stride·C`) as in the weight (`[R, S·C, K]`),
+/// so a micro-kernel reads all of it in one call — a long `k` even where
+/// `C` alone is short (an image's 3 channels). Otherwise the reduction is
+/// `rr, rs, rc`.
 pub(crate) fn conv2d_nhwc_stage(
     op: &str,
     p: &ShapeParams,
@@ -254,23 +262,25 @@ pub(crate) fn conv2d_nhwc_stage(
     let (st, pd, dil) = (p.get("stride"), p.get("pad"), p.get("dilation"));
     let (oh, ow) = (out_extent(op, p, "H", "R")?, out_extent(op, p, "W", "S")?);
     let padded = pad_dims(data, &[1, 2], pd, 0.0);
-    if s > 1 && dil == 1 && c < SHORT_CHANNEL_RUN {
-        return Ok(conv2d_nhwc_row_taps(p, &padded, weight, [oh, ow]));
-    }
-    let (rr, rs, rc) = (
-        reduce_axis(r, "rr"),
-        reduce_axis(s, "rs"),
-        reduce_axis(c, "rc"),
-    );
+    let rr = reduce_axis(r, "rr");
+    // Each tap's window column and channel, and the reduction's axes.
+    let (column, channel, axes) = if s > 1 && dil == 1 && c < SHORT_CHANNEL_RUN {
+        let rsc = reduce_axis(s * c, "rsc");
+        let (column, channel) = (floordiv(&rsc, c), floormod(&rsc, c));
+        (column, channel, vec![rr.clone(), rsc])
+    } else {
+        let (rs, rc) = (reduce_axis(s, "rs"), reduce_axis(c, "rc"));
+        (rs.clone(), rc.clone(), vec![rr.clone(), rs, rc])
+    };
     Ok(compute("conv2d_nhwc", &[n, oh, ow, k], |ix| {
         sum(
             padded.at([
                 ix[0].clone(),
                 window(&ix[1], &rr, st, dil),
-                window(&ix[2], &rs, st, dil),
-                rc.clone(),
-            ]) * weight.at([&rr, &rs, &rc, &ix[3]]),
-            [&rr, &rs, &rc],
+                window(&ix[2], &column, st, dil),
+                channel.clone(),
+            ]) * weight.at([&rr, &column, &channel, &ix[3]]),
+            &axes,
         )
     }))
 }
@@ -278,38 +288,9 @@ pub(crate) fn conv2d_nhwc_stage(
 /// Input channels fewer than this make a short reduction run for a
 /// micro-kernel call (its accumulator tile loaded and stored for a few
 /// multiply-adds); an NHWC convolution over so few channels reduces over a
-/// window row at once ([`conv2d_nhwc_row_taps`]). With more, the channels
+/// window row at once (see [`conv2d_nhwc_stage`]). With more, the channels
 /// alone are a long enough `k`, and the taps stay loops outside the kernel.
 const SHORT_CHANNEL_RUN: i64 = 16;
-
-/// The NHWC convolution with the window's columns and the channels as one
-/// reduction `rsc` over `S·C`: without dilation, tap `(s, c)` of a window row
-/// is element `s·C + c` of one contiguous run, in the padded input (from
-/// `x·stride·C`) as in the weight (`[R, S·C, K]`), so a micro-kernel reads
-/// all of it in one call — a long `k` even where `C` alone is short (an
-/// image's 3 channels).
-fn conv2d_nhwc_row_taps(
-    p: &ShapeParams,
-    padded: &Tensor,
-    weight: &Tensor,
-    [oh, ow]: [i64; 2],
-) -> Tensor {
-    let (n, c, k) = (p.get("N"), p.get("C"), p.get("K"));
-    let (r, s, st) = (p.get("R"), p.get("S"), p.get("stride"));
-    let (rr, rsc) = (reduce_axis(r, "rr"), reduce_axis(s * c, "rsc"));
-    let (column, channel) = (floordiv(&rsc, c), floormod(&rsc, c));
-    compute("conv2d_nhwc", &[n, oh, ow, k], |ix| {
-        sum(
-            padded.at([
-                ix[0].clone(),
-                window(&ix[1], &rr, st, 1),
-                window(&ix[2], &column, st, 1),
-                channel.clone(),
-            ]) * weight.at([&rr, &column, &channel, &ix[3]]),
-            [&rr, &rsc],
-        )
-    })
-}
 
 fn build_conv2d_nhwc(p: &ShapeParams) -> Result<ComputeDag, OpError> {
     let (n, c, h, w) = (p.get("N"), p.get("C"), p.get("H"), p.get("W"));

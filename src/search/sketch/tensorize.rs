@@ -138,12 +138,7 @@ fn gemm_shape(op: &ComputeOp) -> Option<GemmShape> {
         n,
         k,
         b_operand: b_t.name().to_string(),
-        b_bytes: b_t
-            .shape()
-            .iter()
-            .map(|&d| d.max(0) as u64)
-            .product::<u64>()
-            * 4,
+        b_bytes: (b_t.num_elements() as u64).saturating_mul(b_t.dtype().size_bytes() as u64),
         a_operand: a_t.name().to_string(),
         a_panel,
         b_direct: b_direct.is_some(),
