@@ -67,6 +67,9 @@ macro_rules! vector_micro_kernels {
         /// How far ahead along k the k loop prefetches A's rows where each
         /// row streams along k (weights read in place: four lines).
         const PREFETCH_A_ALONG_K: isize = 64;
+        /// Shortest k loop before which a tile prefetches what its stores
+        /// and epilogue touch (shorter loops end before the lines arrive).
+        const PREFETCH_TILE_MIN_KC: usize = 16;
 
         $(
             #[doc = concat!("The ", stringify!($mr), "×", stringify!($nr), " ", $isa_name,
@@ -230,6 +233,9 @@ macro_rules! vector_micro_kernels {
                         kc
                     };
                 )?
+                if kc >= PREFETCH_TILE_MIN_KC {
+                    prefetch_tile::<MR, NV>(c, c_rs, m, accumulate, epilogue);
+                }
                 let (mut ap, mut bp) = (a, b);
                 // B's row PREFETCH_ROWS ahead, one hint per cache line: a
                 // panel read for the first time (weights laid out ahead of
@@ -297,6 +303,48 @@ macro_rules! vector_micro_kernels {
                             let ($sp, $sv) = (row.add(v * L), accs[i][v]);
                             $store;
                         }
+                    }
+                }
+            }
+        }
+
+        /// Hints the lines the tile touches after its k loop: the rows of
+        /// every addend read along the row (a residual, streamed from
+        /// memory in a model) and, unless they were just loaded to
+        /// accumulate, the rows of C it stores. Issued before
+        /// the k loop, they arrive while it runs instead of stalling the
+        /// stores. Hints never fault, so the lines past an edge tile's
+        /// columns may be named.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn prefetch_tile<const MR: usize, const NV: usize>(
+            c: *mut f32,
+            c_rs: isize,
+            m: usize,
+            accumulate: bool,
+            epilogue: Option<&$crate::runtime::micro_kernels::Epilogue>,
+        ) {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let lines = (NV * L * 4).div_ceil(64);
+            let rows = m.min(MR);
+            if let Some(epilogue) = epilogue {
+                for addend in epilogue.used_addends().filter(|a| a.col_stride != 0) {
+                    let rs = addend.row_stride as isize;
+                    for i in 0..rows {
+                        let row = addend.data.wrapping_offset(i as isize * rs);
+                        for line in 0..lines {
+                            let p = row.wrapping_add(line * 16).cast::<i8>();
+                            _mm_prefetch::<_MM_HINT_T0>(p);
+                        }
+                    }
+                }
+            }
+            if !accumulate {
+                for i in 0..rows {
+                    let row = c.wrapping_offset(i as isize * c_rs);
+                    for line in 0..lines {
+                        let p = row.wrapping_add(line * 16).cast::<i8>();
+                        _mm_prefetch::<_MM_HINT_T0>(p);
                     }
                 }
             }

@@ -43,11 +43,16 @@ unsafe fn row(src: *const f32, dst: *mut f32, n: isize) {
     // SAFETY: every access is at an index below n.
     unsafe {
         while j + 32 <= n {
-            let v: [__m256; 4] =
-                std::array::from_fn(|q| _mm256_loadu_ps(src.offset(j + 8 * q as isize)));
-            for (q, v) in v.into_iter().enumerate() {
-                _mm256_storeu_ps(dst.offset(j + 8 * q as isize), v);
-            }
+            // Four loads, then four stores, named one by one: written as an
+            // array, the copy went through the stack in some builds.
+            let v0 = _mm256_loadu_ps(src.offset(j));
+            let v1 = _mm256_loadu_ps(src.offset(j + 8));
+            let v2 = _mm256_loadu_ps(src.offset(j + 16));
+            let v3 = _mm256_loadu_ps(src.offset(j + 24));
+            _mm256_storeu_ps(dst.offset(j), v0);
+            _mm256_storeu_ps(dst.offset(j + 8), v1);
+            _mm256_storeu_ps(dst.offset(j + 16), v2);
+            _mm256_storeu_ps(dst.offset(j + 24), v3);
             j += 32;
         }
         while j + 8 <= n {

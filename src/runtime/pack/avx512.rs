@@ -45,11 +45,16 @@ unsafe fn row(src: *const f32, dst: *mut f32, n: isize) {
     // SAFETY: every unmasked access is at an index below n.
     unsafe {
         while j + 64 <= n {
-            let v: [_; 4] =
-                std::array::from_fn(|q| _mm512_loadu_ps(src.offset(j + 16 * q as isize)));
-            for (q, v) in v.into_iter().enumerate() {
-                _mm512_storeu_ps(dst.offset(j + 16 * q as isize), v);
-            }
+            // Four loads, then four stores, named one by one: written as an
+            // array, the copy went through the stack in some builds.
+            let v0 = _mm512_loadu_ps(src.offset(j));
+            let v1 = _mm512_loadu_ps(src.offset(j + 16));
+            let v2 = _mm512_loadu_ps(src.offset(j + 32));
+            let v3 = _mm512_loadu_ps(src.offset(j + 48));
+            _mm512_storeu_ps(dst.offset(j), v0);
+            _mm512_storeu_ps(dst.offset(j + 16), v1);
+            _mm512_storeu_ps(dst.offset(j + 32), v2);
+            _mm512_storeu_ps(dst.offset(j + 48), v3);
             j += 64;
         }
         while j + 16 <= n {

@@ -41,11 +41,16 @@ unsafe fn row(src: *const f32, dst: *mut f32, n: isize) {
     // SAFETY: every access is at an index below n.
     unsafe {
         while j + 16 <= n {
-            let v: [__m128; 4] =
-                std::array::from_fn(|q| _mm_loadu_ps(src.offset(j + 4 * q as isize)));
-            for (q, v) in v.into_iter().enumerate() {
-                _mm_storeu_ps(dst.offset(j + 4 * q as isize), v);
-            }
+            // Four loads, then four stores, named one by one: written as an
+            // array, the copy went through the stack in some builds.
+            let v0 = _mm_loadu_ps(src.offset(j));
+            let v1 = _mm_loadu_ps(src.offset(j + 4));
+            let v2 = _mm_loadu_ps(src.offset(j + 8));
+            let v3 = _mm_loadu_ps(src.offset(j + 12));
+            _mm_storeu_ps(dst.offset(j), v0);
+            _mm_storeu_ps(dst.offset(j + 4), v1);
+            _mm_storeu_ps(dst.offset(j + 8), v2);
+            _mm_storeu_ps(dst.offset(j + 12), v3);
             j += 16;
         }
         while j + 4 <= n {
