@@ -26,7 +26,9 @@ pub use scheduler::{
     LatencyPoint, SchedulerParams, SuiteOptions, SuiteReport, SuiteTaskReport, TaskHistory,
     tune_suite, weighted_latency,
 };
-pub use sketch::{AnnotationSite, Sketch, SketchStep, TileRole, generate_sketches};
+pub use sketch::{
+    AnnotationSite, Sketch, SketchStep, TileRole, generate_sketches, generate_sketches_for,
+};
 pub use suite::{Suite, SuiteError, SuiteTask, SuiteWorkload};
 pub use tuner::{
     CurvePoint, Progress, TaskTuner, TuneError, TuneEvent, TuneOptions, TuneReport, remeasure_best,

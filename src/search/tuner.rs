@@ -19,7 +19,7 @@ use crate::schedule::{State, Step};
 use super::evolution::{Candidate, SearchOptions, SearchPolicy};
 use super::infer::infer_candidate;
 use super::remeasure::{MAX_REMEASURE, RemeasureOptions, RemeasureReport, remeasure_candidates};
-use super::sketch::generate_sketches;
+use super::sketch::generate_sketches_for;
 
 /// Options of one tuning run.
 #[derive(Clone, Debug)]
@@ -208,7 +208,7 @@ impl TaskTuner {
         db: Option<&TuningDb>,
         model: &mut dyn CostModel,
     ) -> Result<TaskTuner, TuneError> {
-        let sketches: Vec<_> = generate_sketches(task.dag(), target)
+        let sketches: Vec<_> = generate_sketches_for(task.dag(), target, task.constants())
             .into_iter()
             .filter(|s| search.tensorize || !s.is_tensorized())
             .collect();

@@ -297,9 +297,23 @@ fn variants_of(stage: &Stage, rules: &[&dyn SketchRule], target: &Target) -> Vec
 }
 
 /// The sketches of `dag` for `target` (whose micro-kernels tensorized
-/// sketches may call).
+/// sketches may call), every input read on every run.
 pub fn generate_sketches(dag: &ComputeDag, target: &Target) -> Vec<Sketch> {
-    let stages = stages_of(dag);
+    generate_sketches_for(dag, target, &[])
+}
+
+/// The sketches of `dag` for `target` where the inputs named in
+/// `constants` are weights laid out ahead of time (a task's
+/// [`constants`](crate::measure::Task::constants)).
+pub fn generate_sketches_for(
+    dag: &ComputeDag,
+    target: &Target,
+    constants: &[String],
+) -> Vec<Sketch> {
+    let mut stages = stages_of(dag);
+    for stage in &mut stages {
+        stage.constant_inputs = constants.to_vec();
+    }
     let per_stage: Vec<Vec<Variant>> = stages
         .iter()
         .map(|stage| variants_of(stage, RULES, target))

@@ -37,6 +37,10 @@ pub(super) struct Stage {
     /// stage may then be computed inside the consumer's loops, a plane or a
     /// window of rows at a time, while those are in cache.
     pub window_consumer: Option<WindowConsumer>,
+    /// The DAG's inputs that are constant weights, laid out once ahead of
+    /// time (a model task's weights, `--constants`): a copy of one costs
+    /// nothing per run, a copy of any other input is paid on every run.
+    pub constant_inputs: Vec<String>,
 }
 
 /// A chain of producers computed one row at a time inside a stage's row loop.
@@ -179,6 +183,7 @@ pub(super) fn stages_of(dag: &ComputeDag) -> Vec<Stage> {
                 broadcast: false,
                 row_fusion: None,
                 window_consumer: None,
+                constant_inputs: Vec::new(),
             })
         })
         .collect();

@@ -228,8 +228,15 @@ enum Host<'a> {
 }
 
 /// The tensorized sketches of stage `stage` computing `op` (none when it is
-/// not GEMM-shaped or `target` allows no kernel).
-fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host) -> Vec<Variant> {
+/// not GEMM-shaped or `target` allows no kernel), the DAG's inputs named
+/// in `constants` laid out ahead of time.
+fn tensorize_variants(
+    target: &Target,
+    stage: &str,
+    op: &ComputeOp,
+    host: &Host,
+    constants: &[String],
+) -> Vec<Variant> {
     let Some(g) = gemm_shape(op) else {
         return Vec::new();
     };
@@ -275,13 +282,17 @@ fn tensorize_variants(target: &Target, stage: &str, op: &ComputeOp, host: &Host)
             .collect()
     };
     let stage_names: Vec<String> = op.axes.iter().map(|a| a.name().to_string()).collect();
-    // A B larger than L2 streams from memory: read in place, the kernel
-    // walks it a row of n at a time at its full row stride (a weight's
-    // `[R, S, C, K]`); packed, each n block's panel streams contiguously
-    // (and a constant weight's packing copy is laid out ahead of time). A
-    // measurement that repeats the kernel keeps B in L3 and cannot tell
-    // the two apart, so only the packed read is offered.
-    let streamed = target.data_cache_bytes(2).is_some_and(|l2| g.b_bytes > l2);
+    // A constant weight B larger than L2 streams from memory: read in
+    // place, the kernel walks it a row of n at a time at its full row
+    // stride (a weight's `[R, S, C, K]`); packed, each n block's panel
+    // streams contiguously, and the packing copy is laid out ahead of time.
+    // A measurement that repeats the kernel keeps B in L3 and cannot tell
+    // the two apart, so only the packed read is offered. Any other B (an
+    // activation, just written by its producer) pays its copy on every
+    // run, which the packed panel does not repay when the m blocks reading
+    // it are few: both are offered.
+    let constant_b = constants.contains(&g.b_operand);
+    let streamed = constant_b && target.data_cache_bytes(2).is_some_and(|l2| g.b_bytes > l2);
     let mut packs = match (g.b_direct, &g.b_layout) {
         (false, _) => vec![],
         (true, Some(_)) => vec![PackHow::Transposed],
@@ -634,7 +645,8 @@ impl SketchRule for Tensorize {
                 axes: axes.clone(),
             },
         };
-        let mut variants = tensorize_variants(target, &stage.name, &stage.op, &direct);
+        let constants = &stage.constant_inputs;
+        let mut variants = tensorize_variants(target, &stage.name, &stage.op, &direct, constants);
         // A stage no consumer hosts: also in its own output, without a copy.
         if consumer.is_none() && stage.fusible_consumer.is_none() {
             variants.extend(tensorize_variants(
@@ -642,6 +654,7 @@ impl SketchRule for Tensorize {
                 &stage.name,
                 &stage.op,
                 &Host::InPlace,
+                constants,
             ));
         }
         // Channel-innermost: copied out by the copy stage, or by the consumer.
@@ -650,7 +663,13 @@ impl SketchRule for Tensorize {
                 layout: Some(layout),
                 consumer: consumer.clone(),
             };
-            variants.extend(tensorize_variants(target, &stage.name, &op, &host));
+            variants.extend(tensorize_variants(
+                target,
+                &stage.name,
+                &op,
+                &host,
+                constants,
+            ));
         }
         variants
     }

@@ -627,7 +627,7 @@ fn a_short_channel_nhwc_convolution_is_tensorized_over_a_whole_window_row() {
 }
 
 #[test]
-fn a_b_operand_larger_than_l2_is_read_only_through_a_packing_copy() {
+fn a_constant_b_larger_than_l2_is_read_only_through_a_packing_copy() {
     let target = Target::from_env();
     if target.kernels().is_empty() {
         eprintln!("skipped: no micro-kernel on this target");
@@ -639,13 +639,28 @@ fn a_b_operand_larger_than_l2_is_read_only_through_a_packing_copy() {
     };
     // B is 64 MB: beyond any L2.
     assert!(4096 * 4096 * 4 > l2);
-    let large = sketches_of("matmul", "M=16,N=4096,K=4096");
-    let tensorized: Vec<&Sketch> = large
-        .iter()
-        .filter(|s| s.name.contains(":tensorize("))
-        .collect();
-    assert!(!tensorized.is_empty());
-    for sketch in &tensorized {
-        assert!(sketch.name.ends_with("+pack(B)"), "{}", sketch.name);
+    let dag = dag_of("matmul", "M=16,N=4096,K=4096");
+    let tensorized = |constants: &[String]| -> Vec<String> {
+        generate_sketches_for(&dag, &target, constants)
+            .into_iter()
+            .filter(|s| s.name.contains(":tensorize("))
+            .map(|s| s.name)
+            .collect()
+    };
+    // A constant weight: its packing copy is laid out ahead of time.
+    let constant = tensorized(&["B".to_string()]);
+    assert!(!constant.is_empty());
+    for name in &constant {
+        assert!(name.ends_with("+pack(B)"), "{name}");
     }
+    // An activation pays its copy on every run: read in place too.
+    let activation = tensorized(&[]);
+    assert!(
+        activation.iter().any(|n| n.ends_with("+pack(B)")),
+        "{activation:?}"
+    );
+    assert!(
+        activation.iter().any(|n| !n.contains("pack(B)")),
+        "{activation:?}"
+    );
 }
