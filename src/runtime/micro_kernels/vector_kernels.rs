@@ -324,28 +324,28 @@ macro_rules! vector_micro_kernels {
             accumulate: bool,
             epilogue: Option<&$crate::runtime::micro_kernels::Epilogue>,
         ) {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let lines = (NV * L * 4).div_ceil(64);
             let rows = m.min(MR);
             if let Some(epilogue) = epilogue {
                 for addend in epilogue.used_addends().filter(|a| a.col_stride != 0) {
-                    let rs = addend.row_stride as isize;
-                    for i in 0..rows {
-                        let row = addend.data.wrapping_offset(i as isize * rs);
-                        for line in 0..lines {
-                            let p = row.wrapping_add(line * 16).cast::<i8>();
-                            _mm_prefetch::<_MM_HINT_T0>(p);
-                        }
-                    }
+                    prefetch_rows::<NV>(addend.data, addend.row_stride as isize, rows);
                 }
             }
             if !accumulate {
-                for i in 0..rows {
-                    let row = c.wrapping_offset(i as isize * c_rs);
-                    for line in 0..lines {
-                        let p = row.wrapping_add(line * 16).cast::<i8>();
-                        _mm_prefetch::<_MM_HINT_T0>(p);
-                    }
+                prefetch_rows::<NV>(c, c_rs, rows);
+            }
+        }
+
+        /// Hints every cache line of `rows` tile rows of `NV` vectors, the
+        /// first at `base`, each `row_stride` elements after the last.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn prefetch_rows<const NV: usize>(base: *const f32, row_stride: isize, rows: usize) {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let lines = (NV * L * 4).div_ceil(64);
+            for i in 0..rows {
+                let row = base.wrapping_offset(i as isize * row_stride);
+                for line in 0..lines {
+                    _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(line * 16).cast::<i8>());
                 }
             }
         }
